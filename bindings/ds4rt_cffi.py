@@ -1,0 +1,45 @@
+"""cffi binding of libds4rt in ABI mode: no compiler needed at install time.
+
+    from ds4rt_cffi import ffi, lib   # (with bindings/ on sys.path)
+    print(ffi.string(lib.ds4rt_version()).decode())
+
+The declarations come from the installed header (``ds4rt.get_include()``): preprocessor lines,
+the ``DS4RT_API`` prefix and the ``extern "C"`` braces are stripped, since cffi's cdef runs no
+preprocessor. ``load(path)`` accepts another header/library pair (e.g. a C build tree).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import cffi
+
+ffi = cffi.FFI()
+
+
+def header_declarations(header_path: str) -> str:
+    """The header's declarations in a form cffi's cdef accepts."""
+    text = open(header_path, encoding="utf-8").read()
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    lines = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("#") or s in ('extern "C" {', '} /* extern "C" */', "}"):
+            continue
+        lines.append(line)
+    text = "\n".join(lines)
+    text = re.sub(r"\bDS4RT_API\s+", "", text)
+    return text
+
+
+def load(header_path: str | None = None, library_path: str | None = None):
+    import ds4rt
+
+    header_path = header_path or os.path.join(ds4rt.get_include(), "ds4rt.h")
+    library_path = library_path or os.path.join(ds4rt.get_library_dir(), "libds4rt.so")
+    ffi.cdef(header_declarations(header_path))
+    return ffi.dlopen(library_path)
+
+
+lib = load()

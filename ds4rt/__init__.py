@@ -1,0 +1,36 @@
+"""ds4rt: an embeddable runtime for DeepSeek V4 Flash (deepseek4 GGUF) with DSpark speculative
+decoding. The C core (libds4rt) is linked directly by the ``_core`` extension.
+
+``get_include()`` and ``get_library_dir()`` tell a C/C++ build where the installed header
+(``ds4rt.h``) and shared library (``libds4rt.so``) are, like ``numpy.get_include()``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import errors
+from ._core import api_version, build_info, version
+from .errors import Ds4rtError
+
+__all__ = [
+    "Ds4rtError",
+    "api_version",
+    "build_info",
+    "errors",
+    "get_include",
+    "get_library_dir",
+    "version",
+]
+
+__version__ = version()
+
+
+def get_include() -> str:
+    """Directory holding the installed public header ``ds4rt.h``."""
+    return os.path.join(os.path.dirname(__file__), "include")
+
+
+def get_library_dir() -> str:
+    """Directory holding the installed shared library ``libds4rt.so`` (link with -lds4rt)."""
+    return os.path.dirname(__file__)
