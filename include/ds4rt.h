@@ -84,6 +84,159 @@ DS4RT_API const char *ds4rt_version(void);
 DS4RT_API const char *ds4rt_build_info(void);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Tensor element types (ggml/GGUF type ids)                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum ds4rt_qtype {
+    DS4RT_TYPE_F32 = 0,
+    DS4RT_TYPE_F16 = 1,
+    DS4RT_TYPE_Q4_0 = 2,
+    DS4RT_TYPE_Q4_1 = 3,
+    DS4RT_TYPE_Q5_0 = 6,
+    DS4RT_TYPE_Q5_1 = 7,
+    DS4RT_TYPE_Q8_0 = 8,
+    DS4RT_TYPE_Q8_1 = 9,
+    DS4RT_TYPE_Q2_K = 10,
+    DS4RT_TYPE_Q3_K = 11,
+    DS4RT_TYPE_Q4_K = 12,
+    DS4RT_TYPE_Q5_K = 13,
+    DS4RT_TYPE_Q6_K = 14,
+    DS4RT_TYPE_Q8_K = 15,
+    DS4RT_TYPE_IQ2_XXS = 16,
+    DS4RT_TYPE_IQ2_XS = 17,
+    DS4RT_TYPE_IQ3_XXS = 18,
+    DS4RT_TYPE_IQ1_S = 19,
+    DS4RT_TYPE_IQ4_NL = 20,
+    DS4RT_TYPE_IQ3_S = 21,
+    DS4RT_TYPE_IQ2_S = 22,
+    DS4RT_TYPE_IQ4_XS = 23,
+    DS4RT_TYPE_I8 = 24,
+    DS4RT_TYPE_I16 = 25,
+    DS4RT_TYPE_I32 = 26,
+    DS4RT_TYPE_I64 = 27,
+    DS4RT_TYPE_F64 = 28,
+    DS4RT_TYPE_IQ1_M = 29,
+    DS4RT_TYPE_BF16 = 30,
+    DS4RT_TYPE_TQ1_0 = 34,
+    DS4RT_TYPE_TQ2_0 = 35,
+    DS4RT_TYPE_MXFP4 = 39,
+    DS4RT_TYPE_NVFP4 = 40,
+    DS4RT_TYPE_Q1_0 = 41,
+    DS4RT_TYPE_COUNT = 42
+} ds4rt_qtype;
+
+/* Layout of one type: `block_elems` elements are stored in `block_bytes` bytes. `name` is the
+ * ggml name ("Q8_0"). `compute` is nonzero if ds4rt can dequantise it and multiply with it. */
+typedef struct ds4rt_type_info {
+    const char *name;
+    uint32_t block_elems;
+    uint32_t block_bytes;
+    int compute;
+} ds4rt_type_info;
+
+/* Layout of `type`; DS4RT_ERR_UNSUPPORTED for an id that is not a known GGUF type. */
+DS4RT_API ds4rt_status ds4rt_type_get_info(uint32_t type, ds4rt_type_info *out);
+
+/* Bytes of a row of n elements of `type`; DS4RT_ERR_FORMAT if n is not a multiple of the block
+ * size or the size overflows, DS4RT_ERR_UNSUPPORTED for an unknown type. */
+DS4RT_API ds4rt_status ds4rt_type_row_bytes(uint32_t type, int64_t n, uint64_t *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* GGUF files (read-only). The reader maps the file and validates it completely at open time:  */
+/* every count, length, dimension product and offset is checked against the file; a file that  */
+/* opens is safe to walk. Strings point into the mapping (not NUL-terminated; use len).        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ds4rt_gguf ds4rt_gguf;
+
+/* GGUF metadata value types (numbering as in the GGUF specification). */
+typedef enum ds4rt_gguf_type {
+    DS4RT_GGUF_UINT8 = 0,
+    DS4RT_GGUF_INT8 = 1,
+    DS4RT_GGUF_UINT16 = 2,
+    DS4RT_GGUF_INT16 = 3,
+    DS4RT_GGUF_UINT32 = 4,
+    DS4RT_GGUF_INT32 = 5,
+    DS4RT_GGUF_FLOAT32 = 6,
+    DS4RT_GGUF_BOOL = 7,
+    DS4RT_GGUF_STRING = 8,
+    DS4RT_GGUF_ARRAY = 9,
+    DS4RT_GGUF_UINT64 = 10,
+    DS4RT_GGUF_INT64 = 11,
+    DS4RT_GGUF_FLOAT64 = 12
+} ds4rt_gguf_type;
+
+/* A string inside the mapped file. */
+typedef struct ds4rt_str {
+    const char *data;
+    uint64_t len;
+} ds4rt_str;
+
+/* One metadata key/value record. For scalars, `data` points at the little-endian value; for a
+ * STRING, `str` holds it; for an ARRAY, `array_type` and `array_len` describe it and elements
+ * are read with ds4rt_gguf_array_*(). */
+typedef struct ds4rt_gguf_kv {
+    ds4rt_str key;
+    ds4rt_gguf_type type;
+    ds4rt_gguf_type array_type; /* element type when type == DS4RT_GGUF_ARRAY */
+    uint64_t array_len;         /* element count when type == DS4RT_GGUF_ARRAY */
+    const void *data;           /* scalar value bytes, or first array element */
+    ds4rt_str str;              /* value when type == DS4RT_GGUF_STRING */
+    uint64_t file_offset;       /* byte offset of the record in the file (for messages) */
+} ds4rt_gguf_kv;
+
+#define DS4RT_MAX_DIMS 4
+
+/* One tensor record. `data` points at the tensor's bytes inside the mapping. */
+typedef struct ds4rt_gguf_tensor {
+    ds4rt_str name;
+    uint32_t type;               /* ggml type id (ds4rt_qtype) */
+    uint32_t n_dims;
+    int64_t ne[DS4RT_MAX_DIMS];  /* ne[0] contiguous; unused dims are 1 */
+    uint64_t offset;             /* relative to the start of the data section */
+    uint64_t nbytes;
+    const void *data;
+} ds4rt_gguf_tensor;
+
+/* Opens and validates a GGUF v2/v3 file. On failure *out is NULL and the error names what is
+ * wrong and where (key or tensor name, byte offset). */
+DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out);
+DS4RT_API void ds4rt_gguf_close(ds4rt_gguf *gguf);
+
+DS4RT_API uint32_t ds4rt_gguf_version(const ds4rt_gguf *gguf);
+DS4RT_API uint64_t ds4rt_gguf_alignment(const ds4rt_gguf *gguf);
+DS4RT_API uint64_t ds4rt_gguf_data_offset(const ds4rt_gguf *gguf); /* start of tensor data */
+DS4RT_API uint64_t ds4rt_gguf_file_size(const ds4rt_gguf *gguf);
+
+DS4RT_API uint64_t ds4rt_gguf_kv_count(const ds4rt_gguf *gguf);
+/* Record i (0 <= i < kv_count); NULL if out of range. Valid while the file is open. */
+DS4RT_API const ds4rt_gguf_kv *ds4rt_gguf_kv_at(const ds4rt_gguf *gguf, uint64_t i);
+/* Record with this key (NUL-terminated), or NULL. */
+DS4RT_API const ds4rt_gguf_kv *ds4rt_gguf_find_kv(const ds4rt_gguf *gguf, const char *key);
+
+/* Typed getters with the leniency of ds4's loader: get_u32 accepts UINT32 and any other
+ * integer type whose value fits; get_f32 accepts FLOAT32, FLOAT64 and integers; get_u64
+ * accepts unsigned and non-negative signed integers; get_bool accepts BOOL only.
+ * DS4RT_ERR_NOT_FOUND if the key is absent, DS4RT_ERR_FORMAT if its type/value does not fit. */
+DS4RT_API ds4rt_status ds4rt_gguf_get_u32(const ds4rt_gguf *gguf, const char *key, uint32_t *out);
+DS4RT_API ds4rt_status ds4rt_gguf_get_u64(const ds4rt_gguf *gguf, const char *key, uint64_t *out);
+DS4RT_API ds4rt_status ds4rt_gguf_get_f32(const ds4rt_gguf *gguf, const char *key, float *out);
+DS4RT_API ds4rt_status ds4rt_gguf_get_bool(const ds4rt_gguf *gguf, const char *key, int *out);
+DS4RT_API ds4rt_status ds4rt_gguf_get_str(const ds4rt_gguf *gguf, const char *key, ds4rt_str *out);
+
+/* Array elements of record kv (which must be an ARRAY): element i as string, as an integer
+ * (any integer or bool element type), or as a double (any numeric element type). */
+DS4RT_API ds4rt_status ds4rt_gguf_array_str(const ds4rt_gguf_kv *kv, uint64_t i, ds4rt_str *out);
+DS4RT_API ds4rt_status ds4rt_gguf_array_int(const ds4rt_gguf_kv *kv, uint64_t i, int64_t *out);
+DS4RT_API ds4rt_status ds4rt_gguf_array_f64(const ds4rt_gguf_kv *kv, uint64_t i, double *out);
+
+DS4RT_API uint64_t ds4rt_gguf_tensor_count(const ds4rt_gguf *gguf);
+/* Tensor i (0 <= i < tensor_count), in file order; NULL if out of range. */
+DS4RT_API const ds4rt_gguf_tensor *ds4rt_gguf_tensor_at(const ds4rt_gguf *gguf, uint64_t i);
+/* Tensor with this name (NUL-terminated), or NULL. */
+DS4RT_API const ds4rt_gguf_tensor *ds4rt_gguf_find_tensor(const ds4rt_gguf *gguf, const char *name);
+
+/* ------------------------------------------------------------------------------------------ */
 /* GPU backend (present only when built with -Dgpu=cuda or -Dgpu=hip)                          */
 /* ------------------------------------------------------------------------------------------ */
 
