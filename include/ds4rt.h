@@ -192,7 +192,7 @@ typedef struct ds4rt_gguf_tensor {
     ds4rt_str name;
     uint32_t type;               /* ggml type id (ds4rt_qtype) */
     uint32_t n_dims;
-    int64_t ne[DS4RT_MAX_DIMS];  /* ne[0] contiguous; unused dims are 1 */
+    int64_t ne[4];               /* ne[0] contiguous; unused dims are 1 (4 = DS4RT_MAX_DIMS) */
     uint64_t offset;             /* relative to the start of the data section */
     uint64_t nbytes;
     const void *data;
