@@ -1,0 +1,35 @@
+/*
+ * matmul.h - the CPU backend's quantised matrix products, as the model layer calls them.
+ *
+ * Activations are f32 in and out. Before the dot products each activation row is converted to
+ * the type llama.cpp pairs with the weight type (F32->F32, F16->F16, BF16->BF16,
+ * Q8_0/Q4_0/MXFP4->Q8_0, K-quants and IQ2_XXS->Q8_K), so results can be compared with
+ * llama.cpp's. Row-wise batch invariance: y[t] is bitwise the same whatever n_tok and thread
+ * count it is computed with.
+ */
+#ifndef DS4RT_MATMUL_H
+#define DS4RT_MATMUL_H
+
+#include <stdint.h>
+
+#include "ds4rt.h"
+#include "threadpool.h"
+
+/* A 2-D weight matrix W[rows][cols] as stored in GGUF (ne0 = cols = in features,
+ * ne1 = rows = out features); row r starts at data + r * row_bytes. */
+typedef struct ds4rt_weight {
+    uint32_t type;
+    const void *data;
+    int64_t rows;
+    int64_t cols;
+    uint64_t row_bytes;
+} ds4rt_weight;
+
+/* y[t * w->rows + r] = sum_c W[r][c] * x[t * w->cols + c] for t < n_tok. */
+ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *x, int64_t n_tok,
+                          float *y);
+
+/* Dequantises n elements (a whole number of blocks) of `type` at src into dst. */
+ds4rt_status ds4rt_dequantize_row(uint32_t type, const void *src, int64_t n, float *dst);
+
+#endif /* DS4RT_MATMUL_H */
