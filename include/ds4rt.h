@@ -237,6 +237,170 @@ DS4RT_API const ds4rt_gguf_tensor *ds4rt_gguf_tensor_at(const ds4rt_gguf *gguf, 
 DS4RT_API const ds4rt_gguf_tensor *ds4rt_gguf_find_tensor(const ds4rt_gguf *gguf, const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Models and sessions (the deepseek4 target)                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ds4rt_model ds4rt_model;     /* read-only after load; shareable across threads */
+typedef struct ds4rt_session ds4rt_session; /* one context; use from one thread at a time */
+
+/* Numerics of the target. The official model was trained with quantisation-aware inference:
+ * an FP8 (E4M3) round trip of the KV rows' non-RoPE dims and an FP4 (E2M1) round trip of the
+ * indexer's q and k after the Hadamard rotation. llama.cpp (b11739) omits both; LLAMACPP turns
+ * them off so results can be compared with llama.cpp ("llama.cpp-compatible numerics"). */
+typedef enum ds4rt_numerics {
+    DS4RT_NUMERICS_OFFICIAL = 0,
+    DS4RT_NUMERICS_LLAMACPP = 1
+} ds4rt_numerics;
+
+typedef struct ds4rt_model_params {
+    size_t size;             /* sizeof(ds4rt_model_params), set by ds4rt_model_default_params */
+    int32_t n_threads;       /* CPU threads; <= 0: one per CPU the process may run on */
+    ds4rt_numerics numerics;
+} ds4rt_model_params;
+
+DS4RT_API ds4rt_model_params ds4rt_model_default_params(void);
+
+/* Maps and validates a deepseek4 GGUF. Errors name the key or tensor at fault. */
+DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_params *params,
+                                        ds4rt_model **out);
+DS4RT_API void ds4rt_model_free(ds4rt_model *model);
+
+typedef struct ds4rt_model_info {
+    size_t size;             /* set by the caller to sizeof(ds4rt_model_info) */
+    uint32_t n_layer;
+    uint32_t n_embd;
+    uint32_t n_vocab;
+    uint32_t n_head;
+    uint32_t head_dim;
+    uint32_t n_expert;
+    uint32_t n_expert_used;
+    uint32_t window;
+    uint32_t n_hc;
+    int32_t bos_id;          /* -1 if the file names none */
+    int32_t eos_id;
+    ds4rt_numerics numerics;
+    int32_t n_threads;
+    uint64_t file_bytes;
+} ds4rt_model_info;
+
+DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *model, ds4rt_model_info *out);
+
+typedef struct ds4rt_session_params {
+    size_t size;             /* sizeof(ds4rt_session_params), set by the default initialiser */
+    int64_t n_ctx;           /* maximum tokens in context (default 4096) */
+    uint32_t max_batch;      /* tokens per forward pass: the prefill chunk and the widest
+                                speculative verify (default 32) */
+} ds4rt_session_params;
+
+DS4RT_API ds4rt_session_params ds4rt_session_default_params(void);
+DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *model, const ds4rt_session_params *params,
+                                            ds4rt_session **out);
+DS4RT_API void ds4rt_session_free(ds4rt_session *session);
+/* Empties the context. */
+DS4RT_API void ds4rt_session_reset(ds4rt_session *session);
+/* Tokens in context. */
+DS4RT_API int64_t ds4rt_session_position(const ds4rt_session *session);
+/* Message of this session's last failure ("" if none). */
+DS4RT_API const char *ds4rt_session_last_error(const ds4rt_session *session);
+
+/* Appends n tokens to the context, in passes of at most max_batch tokens. If `logits` is not
+ * NULL it receives the teacher-forced logits of every token, n rows of n_vocab floats. The
+ * last row always becomes the session's current logits. A token outside the vocabulary or a
+ * context overflow is an error that leaves the session unchanged. */
+DS4RT_API ds4rt_status ds4rt_session_eval(ds4rt_session *session, const int32_t *tokens, size_t n,
+                                          float *logits);
+
+/* The logits after the last token in context (n_vocab floats), or NULL if there are none
+ * (empty context, or a truncation to a row whose logits were not computed). Valid until the
+ * next call that changes the session. */
+DS4RT_API const float *ds4rt_session_logits(const ds4rt_session *session);
+
+/* Shrinks the context to n_tokens, which must lie within the last forward pass (from its
+ * first position to the current one): the state becomes exactly what evaluating only those
+ * tokens would have left (speculative rollback). */
+DS4RT_API ds4rt_status ds4rt_session_truncate(ds4rt_session *session, int64_t n_tokens);
+
+/* Capture (DSpark's input): after each pass, the mean of the hyper-connection streams of the
+ * listed layers' outputs, one row of n_embd floats per token. Layers must be increasing and
+ * < n_layer; n = 0 turns capture off. */
+DS4RT_API ds4rt_status ds4rt_session_set_capture(ds4rt_session *session, const uint32_t *layers,
+                                                 size_t n);
+/* Rows captured for capture slot `slot` in the last pass: *rows points at n_rows rows of
+ * n_embd floats for positions first_pos .. first_pos + n_rows - 1. */
+DS4RT_API ds4rt_status ds4rt_session_get_capture(const ds4rt_session *session, uint32_t slot,
+                                                 const float **rows, int64_t *first_pos,
+                                                 int64_t *n_rows);
+
+/* Trace (diagnostics and verification): called for every token and layer with the tensors
+ * between sublayers; `stage` is a ds4rt_trace_stage, `data` holds n floats valid during the
+ * call. Layer == n_layer for DS4RT_TRACE_HEAD. NULL turns it off. Slows the forward pass. */
+typedef enum ds4rt_trace_stage {
+    DS4RT_TRACE_LAYER_IN = 0,  /* HC state entering the layer, n_hc*n_embd */
+    DS4RT_TRACE_ATTN_IN = 1,   /* attn_norm output, n_embd */
+    DS4RT_TRACE_ATTN_OUT = 2,  /* attention sublayer output, n_embd */
+    DS4RT_TRACE_ATTN_HC = 3,   /* HC state after the attention sublayer */
+    DS4RT_TRACE_FFN_IN = 4,    /* ffn_norm output */
+    DS4RT_TRACE_FFN_OUT = 5,   /* MoE sublayer output */
+    DS4RT_TRACE_LAYER_OUT = 6, /* HC state leaving the layer */
+    DS4RT_TRACE_HEAD = 7       /* output HC head collapse, before the final norm */
+} ds4rt_trace_stage;
+
+typedef void (*ds4rt_trace_fn)(void *user, uint32_t layer, uint32_t stage, int64_t pos,
+                               const float *data, int64_t n);
+DS4RT_API ds4rt_status ds4rt_session_set_trace(ds4rt_session *session, ds4rt_trace_fn fn, void *user);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sampling                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Order: logits / temperature -> softmax -> top-k -> top-p -> min-p -> renormalise -> draw.
+ * temperature <= 0 is greedy (argmax; ties to the lowest id) and ignores the rest. */
+typedef struct ds4rt_sampler_params {
+    size_t size;             /* sizeof(ds4rt_sampler_params) */
+    float temperature;       /* default 0 (greedy) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off; keeps p >= min_p * p_max */
+    uint64_t seed;           /* the same seed and inputs give the same draws */
+} ds4rt_sampler_params;
+
+typedef struct ds4rt_sampler ds4rt_sampler;
+
+DS4RT_API ds4rt_sampler_params ds4rt_sampler_default_params(void);
+DS4RT_API ds4rt_status ds4rt_sampler_create(const ds4rt_sampler_params *params, uint32_t n_vocab,
+                                            ds4rt_sampler **out);
+DS4RT_API void ds4rt_sampler_free(ds4rt_sampler *sampler);
+/* Draws a token from logits[n_vocab]. */
+DS4RT_API ds4rt_status ds4rt_sampler_sample(ds4rt_sampler *sampler, const float *logits,
+                                            int32_t *token);
+/* The distribution sample() draws from (n_vocab probabilities; zero outside the kept set). */
+DS4RT_API ds4rt_status ds4rt_sampler_probs(ds4rt_sampler *sampler, const float *logits, float *probs);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Generation                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Called for every generated token; return 0 to stop generation after it. */
+typedef int (*ds4rt_token_fn)(void *user, int32_t token);
+
+typedef struct ds4rt_generate_params {
+    size_t size;             /* sizeof(ds4rt_generate_params) */
+    int32_t max_tokens;      /* default 128 */
+    int32_t stop_at_eos;     /* nonzero (default): stop after the model's EOS token */
+    ds4rt_sampler_params sampler;
+    ds4rt_token_fn on_token; /* optional */
+    void *user;
+} ds4rt_generate_params;
+
+DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void);
+
+/* Evaluates the prompt (appended to the context), then generates up to max_tokens tokens into
+ * out[cap]; *n_out receives the count. */
+DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *session, const int32_t *prompt, size_t n_prompt,
+                                      const ds4rt_generate_params *params, int32_t *out, size_t cap,
+                                      size_t *n_out);
+
+/* ------------------------------------------------------------------------------------------ */
 /* GPU backend (present only when built with -Dgpu=cuda or -Dgpu=hip)                          */
 /* ------------------------------------------------------------------------------------------ */
 

@@ -1,0 +1,202 @@
+/* session_api.c - sessions: evaluation, logits, truncation (rollback), capture, trace. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_internal.h"
+#include "internal.h"
+
+ds4rt_status ds4rt_session_error(ds4rt_session *s, ds4rt_status st) {
+    if (st != DS4RT_OK && s != NULL) ds4rt_copy_last_error(s->error, sizeof s->error);
+    return st;
+}
+
+DS4RT_API ds4rt_session_params ds4rt_session_default_params(void) {
+    ds4rt_session_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.n_ctx = 4096;
+    p.max_batch = 32;
+    return p;
+}
+
+DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_params *params, ds4rt_session **out) {
+    if (m == NULL || out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_create: NULL argument");
+    *out = NULL;
+    ds4rt_session_params p = ds4rt_session_default_params();
+    if (params != NULL) {
+        if (params->size < sizeof p)
+            return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_create: params.size %zu is smaller than %zu",
+                              params->size, sizeof p);
+        p = *params;
+        p.size = sizeof p;
+    }
+    if (p.n_ctx < 1 || p.n_ctx > ((int64_t)1 << 31))
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_create: n_ctx %lld outside [1, 2^31]", (long long)p.n_ctx);
+    if (p.max_batch < 1 || p.max_batch > 4096)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_create: max_batch %u outside [1, 4096]", p.max_batch);
+    const ds4rt_hparams *hp = &m->target.hp;
+    ds4rt_session *s = calloc(1, sizeof *s);
+    if (s == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "session");
+    s->model = m;
+    s->params = p;
+    ds4rt_status st = ds4rt_pool_create(m->params.n_threads, &s->pool);
+    if (st == DS4RT_OK) st = ds4rt_kv_state_create(hp, p.n_ctx, p.max_batch, &s->st);
+    if (st == DS4RT_OK) st = ds4rt_scratch_create(hp, p.max_batch, p.n_ctx, ds4rt_pool_threads(s->pool), &s->scratch);
+    if (st == DS4RT_OK) {
+        s->pass_logits = malloc((size_t)p.max_batch * hp->n_vocab * sizeof(float));
+        s->prev_logits = malloc((size_t)hp->n_vocab * sizeof(float));
+        if (s->pass_logits == NULL || s->prev_logits == NULL)
+            st = ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "logit buffers for batches of %u", p.max_batch);
+    }
+    if (st != DS4RT_OK) {
+        ds4rt_session_free(s);
+        return st;
+    }
+    *out = s;
+    return DS4RT_OK;
+}
+
+DS4RT_API void ds4rt_session_free(ds4rt_session *s) {
+    if (s == NULL) return;
+    ds4rt_kv_state_free(&s->st);
+    ds4rt_scratch_free(&s->scratch);
+    ds4rt_pool_destroy(s->pool);
+    free(s->pass_logits);
+    free(s->prev_logits);
+    free(s->cap_layers);
+    free(s->cap_rows);
+    free(s);
+}
+
+DS4RT_API void ds4rt_session_reset(ds4rt_session *s) {
+    if (s == NULL) return;
+    ds4rt_kv_state_reset(&s->st);
+    s->cur = NULL;
+    s->prev_valid = false;
+    s->pass_from = s->pass_n = 0;
+}
+
+DS4RT_API int64_t ds4rt_session_position(const ds4rt_session *s) { return s ? s->st.n_pos : 0; }
+
+DS4RT_API const char *ds4rt_session_last_error(const ds4rt_session *s) { return s ? s->error : ""; }
+
+DS4RT_API const float *ds4rt_session_logits(const ds4rt_session *s) { return s ? s->cur : NULL; }
+
+ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t n, bool all_logits) {
+    const uint32_t V = s->model->target.hp.n_vocab;
+    if (s->cur != NULL) memcpy(s->prev_logits, s->cur, V * sizeof(float));
+    bool prev_valid = s->cur != NULL;
+    ds4rt_forward_args a = {.tokens = tokens,
+                            .n = n,
+                            .logits = s->pass_logits,
+                            .logits_from = all_logits ? 0 : n - 1,
+                            .capture = s->n_cap ? &s->capture : NULL,
+                            .trace = s->trace,
+                            .trace_user = s->trace_user};
+    ds4rt_status st = ds4rt_target_forward(&s->model->target, s->pool, &s->st, &s->scratch, &a);
+    if (st != DS4RT_OK) return st; /* the forward pass undid itself */
+    s->prev_valid = prev_valid;
+    s->pass_from = a.logits_from;
+    s->pass_n = n;
+    s->cur = s->pass_logits + (size_t)(n - 1 - a.logits_from) * V;
+    return DS4RT_OK;
+}
+
+DS4RT_API ds4rt_status ds4rt_session_eval(ds4rt_session *s, const int32_t *tokens, size_t n, float *logits) {
+    if (s == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_eval: NULL session");
+    if (n == 0) return DS4RT_OK;
+    if (tokens == NULL) return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_eval: NULL tokens"));
+    const ds4rt_hparams *hp = &s->model->target.hp;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= hp->n_vocab)
+            return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE,
+                                                     "token id %d at index %zu is outside the vocabulary [0, %u)",
+                                                     tokens[i], i, hp->n_vocab));
+    if ((int64_t)n > s->st.n_ctx - s->st.n_pos)
+        return ds4rt_session_error(
+            s, ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE, "%zu tokens do not fit: %lld of n_ctx %lld already used", n,
+                          (long long)s->st.n_pos, (long long)s->st.n_ctx));
+    const int64_t B = s->st.max_batch;
+    for (size_t off = 0; off < n; off += (size_t)B) {
+        int64_t m = (int64_t)(n - off) < B ? (int64_t)(n - off) : B;
+        ds4rt_status st = ds4rt_session_pass(s, tokens + off, m, logits != NULL);
+        if (st != DS4RT_OK) return ds4rt_session_error(s, st);
+        if (logits != NULL)
+            memcpy(logits + off * hp->n_vocab, s->pass_logits, (size_t)m * hp->n_vocab * sizeof(float));
+    }
+    return DS4RT_OK;
+}
+
+DS4RT_API ds4rt_status ds4rt_session_truncate(ds4rt_session *s, int64_t n_tokens) {
+    if (s == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_truncate: NULL session");
+    int64_t start = s->st.batch_start;
+    if (n_tokens < start || n_tokens > s->st.n_pos)
+        return ds4rt_session_error(
+            s, ds4rt_fail(DS4RT_ERR_STATE,
+                          "truncate to %lld tokens: only positions within the last pass [%lld, %lld] can be kept",
+                          (long long)n_tokens, (long long)start, (long long)s->st.n_pos));
+    int64_t keep = n_tokens - start;
+    ds4rt_status st = ds4rt_target_rollback(&s->model->target, &s->st, &s->scratch, keep);
+    if (st != DS4RT_OK) return ds4rt_session_error(s, st);
+    const uint32_t V = s->model->target.hp.n_vocab;
+    if (keep == 0) s->cur = s->prev_valid ? s->prev_logits : NULL;
+    else if (keep - 1 >= s->pass_from) s->cur = s->pass_logits + (size_t)(keep - 1 - s->pass_from) * V;
+    else s->cur = NULL;
+    s->pass_n = keep;
+    return DS4RT_OK;
+}
+
+DS4RT_API ds4rt_status ds4rt_session_set_capture(ds4rt_session *s, const uint32_t *layers, size_t n) {
+    if (s == NULL || (n > 0 && layers == NULL))
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_set_capture: NULL argument");
+    const ds4rt_hparams *hp = &s->model->target.hp;
+    for (size_t i = 0; i < n; i++) {
+        if (layers[i] >= hp->n_layer)
+            return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE, "capture layer %u >= n_layer %u",
+                                                     layers[i], hp->n_layer));
+        if (i > 0 && layers[i] <= layers[i - 1])
+            return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
+                                                     "capture layers must be strictly increasing"));
+    }
+    free(s->cap_layers);
+    free(s->cap_rows);
+    s->cap_layers = NULL;
+    s->cap_rows = NULL;
+    s->n_cap = 0;
+    if (n == 0) return DS4RT_OK;
+    size_t stride = (size_t)s->st.max_batch * hp->n_embd;
+    s->cap_layers = malloc(n * sizeof *s->cap_layers);
+    s->cap_rows = calloc(n * stride, sizeof(float));
+    if (s->cap_layers == NULL || s->cap_rows == NULL) {
+        free(s->cap_layers);
+        free(s->cap_rows);
+        s->cap_layers = NULL;
+        s->cap_rows = NULL;
+        return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "capture buffers"));
+    }
+    memcpy(s->cap_layers, layers, n * sizeof *layers);
+    s->n_cap = (uint32_t)n;
+    s->capture = (ds4rt_capture){.layers = s->cap_layers, .n_layers = (uint32_t)n, .rows = s->cap_rows,
+                                 .stride = (int64_t)stride};
+    return DS4RT_OK;
+}
+
+DS4RT_API ds4rt_status ds4rt_session_get_capture(const ds4rt_session *s, uint32_t slot, const float **rows,
+                                                 int64_t *first_pos, int64_t *n_rows) {
+    if (s == NULL || rows == NULL || first_pos == NULL || n_rows == NULL)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_get_capture: NULL argument");
+    if (slot >= s->n_cap)
+        return ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE, "capture slot %u: %u layers are captured", slot, s->n_cap);
+    *rows = s->cap_rows + (size_t)slot * s->capture.stride;
+    *first_pos = s->st.batch_start;
+    *n_rows = s->st.n_pos - s->st.batch_start;
+    return DS4RT_OK;
+}
+
+DS4RT_API ds4rt_status ds4rt_session_set_trace(ds4rt_session *s, ds4rt_trace_fn fn, void *user) {
+    if (s == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_set_trace: NULL session");
+    s->trace = fn;
+    s->trace_user = user;
+    return DS4RT_OK;
+}

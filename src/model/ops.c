@@ -1,0 +1,208 @@
+/* ops.c - norms, hyper-connections, RoPE, FP8/FP4 simulations, Hadamard (see ops.h). */
+#include "ops.h"
+
+#include <float.h>
+#include <string.h>
+
+void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float *out) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    if (w != NULL) {
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv * w[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv;
+    }
+}
+
+static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+void ds4rt_hc_coefficients(const float *m, const float *scale, const float *base, uint32_t n_hc,
+                           uint32_t sinkhorn_iters, float eps, float *pre, float *post, float *comb) {
+    const uint32_t N = n_hc;
+    for (uint32_t i = 0; i < N; i++) {
+        pre[i] = (float)(sigmoid_d((double)scale[0] * m[i] + base[i]) + eps);
+        post[i] = (float)(2.0 * sigmoid_d((double)scale[1] * m[N + i] + base[N + i]));
+    }
+    double c[DS4RT_MAX_HC * DS4RT_MAX_HC];
+    for (uint32_t a = 0; a < N; a++) {
+        double mx = -DBL_MAX;
+        for (uint32_t b = 0; b < N; b++) {
+            c[a * N + b] = (double)scale[2] * m[2 * N + a * N + b] + base[2 * N + a * N + b];
+            if (c[a * N + b] > mx) mx = c[a * N + b];
+        }
+        double sum = 0.0;
+        for (uint32_t b = 0; b < N; b++) {
+            c[a * N + b] = exp(c[a * N + b] - mx);
+            sum += c[a * N + b];
+        }
+        for (uint32_t b = 0; b < N; b++) c[a * N + b] = c[a * N + b] / sum + eps;
+    }
+    for (uint32_t it = 0; it < sinkhorn_iters; it++) {
+        if (it > 0) {
+            for (uint32_t a = 0; a < N; a++) {
+                double s = 0.0;
+                for (uint32_t b = 0; b < N; b++) s += c[a * N + b];
+                for (uint32_t b = 0; b < N; b++) c[a * N + b] /= s + eps;
+            }
+        }
+        for (uint32_t b = 0; b < N; b++) {
+            double s = 0.0;
+            for (uint32_t a = 0; a < N; a++) s += c[a * N + b];
+            for (uint32_t a = 0; a < N; a++) c[a * N + b] /= s + eps;
+        }
+    }
+    for (uint32_t i = 0; i < N * N; i++) comb[i] = (float)c[i];
+}
+
+void ds4rt_hc_reduce(const float *X, const float *pre, uint32_t n_hc, int64_t d, float *x) {
+    for (int64_t j = 0; j < d; j++) {
+        float acc = 0.0f;
+        for (uint32_t h = 0; h < n_hc; h++) acc += pre[h] * X[h * d + j];
+        x[j] = acc;
+    }
+}
+
+void ds4rt_hc_expand(const float *X_old, const float *f, const float *post, const float *comb,
+                     uint32_t n_hc, int64_t d, float *X_new) {
+    for (uint32_t j = 0; j < n_hc; j++) {
+        float *dst = X_new + j * d;
+        for (int64_t k = 0; k < d; k++) {
+            float acc = post[j] * f[k];
+            for (uint32_t i = 0; i < n_hc; i++) acc += comb[i * n_hc + j] * X_old[i * d + k];
+            dst[k] = acc;
+        }
+    }
+}
+
+void ds4rt_hc_head_weights(const float *m, float scale, const float *base, uint32_t n_hc, float eps,
+                           float *w) {
+    for (uint32_t h = 0; h < n_hc; h++) w[h] = (float)(sigmoid_d((double)scale * m[h] + base[h]) + eps);
+}
+
+/* ---- RoPE ------------------------------------------------------------------------------- */
+
+ds4rt_rope ds4rt_rope_dense(const ds4rt_hparams *hp) {
+    ds4rt_rope r = {.n_rot = hp->rope_dim, .base = hp->rope_base, .yarn = false, .yarn_scale = 1.0};
+    return r;
+}
+
+static double yarn_corr(double n_rot, double orig_ctx, double beta, double base) {
+    return n_rot * log(orig_ctx / (2.0 * M_PI * beta)) / (2.0 * log(base));
+}
+
+ds4rt_rope ds4rt_rope_compressed(const ds4rt_hparams *hp) {
+    ds4rt_rope r = {.n_rot = hp->rope_dim, .base = hp->compress_rope_base, .yarn = true};
+    r.yarn_scale = 1.0 / hp->yarn_factor;
+    double lo = floor(yarn_corr(hp->rope_dim, (double)hp->yarn_orig_ctx, hp->yarn_beta_fast, r.base));
+    double hi = ceil(yarn_corr(hp->rope_dim, (double)hp->yarn_orig_ctx, hp->yarn_beta_slow, r.base));
+    r.yarn_lo = lo < 0 ? 0 : lo;
+    r.yarn_hi = hi > hp->rope_dim - 1.0 ? hp->rope_dim - 1.0 : hi;
+    return r;
+}
+
+void ds4rt_rope_angles(const ds4rt_rope *r, int64_t pos, double *cos_out, double *sin_out) {
+    const uint32_t half = r->n_rot / 2;
+    for (uint32_t k = 0; k < half; k++) {
+        double theta = (double)pos * pow(r->base, -2.0 * k / (double)r->n_rot);
+        if (r->yarn) {
+            double span = r->yarn_hi - r->yarn_lo;
+            double t = (k - r->yarn_lo) / (span > 0.001 ? span : 0.001);
+            t = t < 0 ? 0 : (t > 1 ? 1 : t);
+            double gamma = 1.0 - t;
+            theta = r->yarn_scale * theta * (1.0 - gamma) + theta * gamma;
+        }
+        cos_out[k] = cos(theta);
+        sin_out[k] = sin(theta);
+    }
+}
+
+void ds4rt_rope_apply(float *v, int64_t dim, const ds4rt_rope *r, const double *cs, const double *sn,
+                      int sign) {
+    float *tail = v + dim - r->n_rot;
+    for (uint32_t k = 0; k < r->n_rot / 2; k++) {
+        double a = tail[2 * k], b = tail[2 * k + 1];
+        double s = sign * sn[k];
+        tail[2 * k] = (float)(a * cs[k] - b * s);
+        tail[2 * k + 1] = (float)(a * s + b * cs[k]);
+    }
+}
+
+/* ---- FP8 / FP4 simulations ----------------------------------------------------------------- */
+
+/* 2^ceil(log2(x)) for x > 0, exactly (frexp gives x = f * 2^e with f in [0.5, 1)). */
+static float pow2_ceil(float x) {
+    int e;
+    float f = frexpf(x, &e);
+    return ldexpf(1.0f, f == 0.5f ? e - 1 : e);
+}
+
+float ds4rt_round_e4m3(float x) {
+    float a = fabsf(x);
+    if (a == 0.0f || isnan(a)) return x;
+    if (a >= 448.0f) return copysignf(448.0f, x);
+    int e;
+    frexpf(a, &e);             /* a = f * 2^e, f in [0.5, 1): floor(log2 a) = e - 1 */
+    int exp2 = e - 1;
+    if (exp2 < -6) exp2 = -6;  /* subnormals share the step of the smallest binade */
+    float step = ldexpf(1.0f, exp2 - 3);
+    float q = rintf(a / step) * step; /* ties to even integer = even mantissa code */
+    if (q > 448.0f) q = 448.0f;
+    return copysignf(q, x);
+}
+
+float ds4rt_round_e2m1(float x) {
+    float a = fabsf(x), q;
+    if (a <= 0.25f) q = 0.0f;
+    else if (a < 0.75f) q = 0.5f;
+    else if (a <= 1.25f) q = 1.0f;
+    else if (a < 1.75f) q = 1.5f;
+    else if (a <= 2.5f) q = 2.0f;
+    else if (a < 3.5f) q = 3.0f;
+    else if (a <= 5.0f) q = 4.0f;
+    else q = 6.0f;
+    return copysignf(q, x);
+}
+
+void ds4rt_fp8_roundtrip(float *v, int64_t n) {
+    for (int64_t b = 0; b < n; b += 64) {
+        float amax = 0.0f;
+        for (int i = 0; i < 64; i++) amax = fmaxf(amax, fabsf(v[b + i]));
+        if (amax < 1e-4f) amax = 1e-4f;
+        float s = pow2_ceil(amax / 448.0f);
+        for (int i = 0; i < 64; i++) {
+            float y = v[b + i] / s;
+            y = y > 448.0f ? 448.0f : (y < -448.0f ? -448.0f : y);
+            v[b + i] = ds4rt_round_e4m3(y) * s;
+        }
+    }
+}
+
+void ds4rt_fp4_roundtrip(float *v, int64_t n) {
+    const float amin = 6.0f * 0x1p-126f;
+    for (int64_t b = 0; b < n; b += 32) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[b + i]));
+        if (amax < amin) amax = amin;
+        float s = pow2_ceil(amax / 6.0f);
+        for (int i = 0; i < 32; i++) {
+            float y = v[b + i] / s;
+            y = y > 6.0f ? 6.0f : (y < -6.0f ? -6.0f : y);
+            v[b + i] = ds4rt_round_e2m1(y) * s;
+        }
+    }
+}
+
+void ds4rt_hadamard(float *v, int64_t n) {
+    for (int64_t h = 1; h < n; h *= 2) {
+        for (int64_t i = 0; i < n; i += 2 * h) {
+            for (int64_t j = i; j < i + h; j++) {
+                float a = v[j], b = v[j + h];
+                v[j] = a + b;
+                v[j + h] = a - b;
+            }
+        }
+    }
+    float s = (float)(1.0 / sqrt((double)n));
+    for (int64_t i = 0; i < n; i++) v[i] *= s;
+}

@@ -1,0 +1,75 @@
+/*
+ * ops.h - the small numeric building blocks of the DeepSeek V4 forward pass on the CPU:
+ * norms, hyper-connection mixing, RoPE with YaRN, the FP8/FP4 quantisation-aware simulations
+ * and the Hadamard rotation (dsv4-architecture.md §4, §5.2, §5.3, §5.6.1).
+ *
+ * Every function computes one row (one token) with a fixed operation order, so a token's
+ * result never depends on how many tokens are processed together.
+ */
+#ifndef DS4RT_OPS_H
+#define DS4RT_OPS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hparams.h"
+
+/* out = x / sqrt(mean(x^2) + eps) * w (w may be NULL: no weight). out may alias x. */
+void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float *out);
+
+static inline float ds4rt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float ds4rt_silu(float x) { return x / (1.0f + expf(-x)); }
+
+/* Hyper-connection "pre" coefficients from the mixing logits m[(2+N)*N] (already Φ·normed):
+ * pre[N], post[N], comb[N*N] (row-major, Sinkhorn-normalised). */
+void ds4rt_hc_coefficients(const float *m, const float *scale, const float *base, uint32_t n_hc,
+                           uint32_t sinkhorn_iters, float eps, float *pre, float *post, float *comb);
+
+/* x[D] = sum_h pre[h] * X[h][D]. */
+void ds4rt_hc_reduce(const float *X, const float *pre, uint32_t n_hc, int64_t d, float *x);
+
+/* X[j] = post[j] * f + sum_i comb[i*N + j] * X_old[i]; X_new and X_old must not alias. */
+void ds4rt_hc_expand(const float *X_old, const float *f, const float *post, const float *comb,
+                     uint32_t n_hc, int64_t d, float *X_new);
+
+/* Head collapse weights w[h] = sigmoid(scale * m[h] + base[h]) + eps. */
+void ds4rt_hc_head_weights(const float *m, float scale, const float *base, uint32_t n_hc, float eps,
+                           float *w);
+
+/* RoPE parameters of one layer kind. */
+typedef struct ds4rt_rope {
+    uint32_t n_rot;      /* rotated dims (the last n_rot of a vector) */
+    double base;
+    bool yarn;
+    double yarn_scale;   /* 1 / factor */
+    double yarn_lo, yarn_hi;
+} ds4rt_rope;
+
+/* Dense layers (ratio 0) use rope.freq_base without YaRN; compressed layers use
+ * compress_rope_freq_base with YaRN; DSpark stages use the dense parameters. */
+ds4rt_rope ds4rt_rope_dense(const ds4rt_hparams *hp);
+ds4rt_rope ds4rt_rope_compressed(const ds4rt_hparams *hp);
+
+/* cos/sin of the n_rot/2 pairs at position pos, in float64. */
+void ds4rt_rope_angles(const ds4rt_rope *r, int64_t pos, double *cos_out, double *sin_out);
+
+/* Rotates the tail (last n_rot dims) of v[dim] with precomputed angles; sign = +1 forward,
+ * -1 inverse. */
+void ds4rt_rope_apply(float *v, int64_t dim, const ds4rt_rope *r, const double *cs, const double *sn,
+                      int sign);
+
+/* FP8 E4M3FN round trip in blocks of 64 with power-of-two (ue8m0) scales (§5.3). n % 64 == 0. */
+void ds4rt_fp8_roundtrip(float *v, int64_t n);
+
+/* FP4 E2M1 round trip in blocks of 32 with power-of-two scales (§5.6.1). n % 32 == 0. */
+void ds4rt_fp4_roundtrip(float *v, int64_t n);
+
+/* v = H_n v / sqrt(n), Sylvester order, n a power of two. */
+void ds4rt_hadamard(float *v, int64_t n);
+
+/* Nearest E4M3FN / E2M1 value of x (ties to the even code), for tests and kernels. */
+float ds4rt_round_e4m3(float x);
+float ds4rt_round_e2m1(float x);
+
+#endif /* DS4RT_OPS_H */
