@@ -12,9 +12,13 @@ import os
 from . import errors
 from ._core import api_version, build_info, version
 from .errors import Ds4rtError
+from .model import Model, Sampler, Session
 
 __all__ = [
     "Ds4rtError",
+    "Model",
+    "Sampler",
+    "Session",
     "api_version",
     "build_info",
     "errors",

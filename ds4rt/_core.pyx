@@ -4,6 +4,8 @@ instead of importing this one directly; its names may change between versions.""
 
 from libc.stdint cimport uint16_t, uint32_t
 
+import os
+
 import numpy as np
 
 from ds4rt.errors import BY_STATUS, Ds4rtError
@@ -71,3 +73,6 @@ def gpu_expand_q8_0_f16(blocks):
         st = ds4rt_gpu_expand_q8_0_f16(sp, nb, dp)
     check(st)
     return out.view(np.float16)
+
+
+include "_model.pxi"
