@@ -306,6 +306,12 @@ def test_gguf_roundtrip_is_bit_exact(tmp_path, weights):
     hp = R.HParams.from_gguf(str(path))
     f32 = float(np.float32(1e-6))  # float metadata is stored as f32 (§2.2)
     assert hp == HP.replace(rms_eps=f32, hc_eps=f32)
+    # every key is written except the optional ones of §2.2 (shared-expert clamp, group counts)
+    assert set(hp.defaulted) == {
+        "deepseek4.swiglu_clamp_shexp",
+        "deepseek4.expert_group_count",
+        "deepseek4.expert_group_used_count",
+    }
     loaded = R.load_gguf_tensors(str(path))
     assert set(loaded) == set(weights)
     for k, v in weights.items():
@@ -354,6 +360,9 @@ def test_gguf_defaults_and_rejections(tmp_path):
     # only the layer count given: everything else takes the real model's value (§2.2)
     hp = R.HParams.from_gguf(write(tmp_path / "a.gguf", {"block_count": (43, T.UINT32)}))
     assert hp == R.HParams()
+    assert (
+        "deepseek4.embedding_length" in hp.defaulted and "deepseek4.block_count" not in hp.defaulted
+    )
     bad = {"block_count": (43, T.UINT32), "attention.value_length": (256, T.UINT32)}
     with pytest.raises(ValueError, match="value_length"):
         R.HParams.from_gguf(write(tmp_path / "b.gguf", bad))

@@ -74,6 +74,8 @@ class HParams:
     yarn_beta_fast: float = 32.0
     yarn_beta_slow: float = 1.0
     yarn_orig_ctx: int = 65536
+    # GGUF keys that were absent and took the default above (set by from_gguf; not compared)
+    defaulted: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
         L = self.n_layer
@@ -163,10 +165,14 @@ class HParams:
         if not isinstance(reader, GGUFReader):
             reader = GGUFReader(reader)
         pre = ARCH + "."
+        defaulted = []
 
         def get(key, default=None):
             f = reader.fields.get(pre + key)
-            return default if f is None else f.contents()
+            if f is None:
+                defaulted.append(pre + key)
+                return default
+            return f.contents()
 
         def as_int(key, default):
             v = get(key, default)
@@ -198,7 +204,8 @@ class HParams:
         for k in ("expert_group_count", "expert_group_used_count"):
             if as_int(k, 0) != 0:
                 raise ValueError(f"{pre}{k} must be 0 or absent (no group-limited routing)")
-        gating = get("expert_gating_func")
+        f = reader.fields.get(pre + "expert_gating_func")  # optional, informational
+        gating = None if f is None else f.contents()
         if gating is not None and int(gating) != GATING_FUNC_SQRT_SOFTPLUS:
             raise ValueError(f"expert_gating_func {gating} is not sqrt-softplus (4)")
         clamp = per_layer("swiglu_clamp_exp", ())
@@ -238,6 +245,7 @@ class HParams:
             yarn_beta_fast=float(get("rope.scaling.yarn_beta_fast", cls.yarn_beta_fast)),
             yarn_beta_slow=float(get("rope.scaling.yarn_beta_slow", cls.yarn_beta_slow)),
             yarn_orig_ctx=as_int("rope.scaling.original_context_length", cls.yarn_orig_ctx),
+            defaulted=tuple(sorted(set(defaulted))),
         )
 
     def replace(self, **changes) -> HParams:
