@@ -378,3 +378,42 @@ def test_gguf_defaults_and_rejections(tmp_path):
     hp = R.HParams.from_gguf(write(tmp_path / "e.gguf", ok))
     assert hp.swiglu_clamp == (7.0,) * 4 == hp.swiglu_clamp_shexp
     assert hp.compress_ratios == (0, 4, 128, 4)
+
+
+def test_tensor_table_of_the_real_model():
+    """expected_shapes, read back as GGML ne, against the §3 tables for the real model."""
+    ne = {k: list(reversed(v)) for k, v in R.expected_shapes(R.HParams()).items()}
+    want = {
+        "token_embd.weight": [4096, 129280],
+        "output_hc_fn.weight": [16384, 4],
+        "output.weight": [4096, 129280],
+        "blk.0.hc_attn_fn.weight": [16384, 24],
+        "blk.0.attn_q_a.weight": [4096, 1024],
+        "blk.0.attn_q_b.weight": [1024, 32768],
+        "blk.0.attn_kv.weight": [4096, 512],
+        "blk.0.attn_output_a.weight": [4096, 8192],
+        "blk.0.attn_output_b.weight": [8192, 4096],
+        "blk.0.ffn_gate_tid2eid.weight": [6, 129280],
+        "blk.2.attn_compressor_ape.weight": [1024, 4],
+        "blk.2.attn_compressor_kv.weight": [4096, 1024],
+        "blk.3.attn_compressor_ape.weight": [512, 128],
+        "blk.3.attn_compressor_gate.weight": [4096, 512],
+        "blk.2.indexer.attn_q_b.weight": [1024, 8192],
+        "blk.2.indexer.proj.weight": [4096, 64],
+        "blk.2.indexer_compressor_ape.weight": [256, 4],
+        "blk.2.indexer_compressor_kv.weight": [4096, 256],
+        "blk.3.exp_probs_b.bias": [256],
+        "blk.3.ffn_gate_exps.weight": [4096, 2048, 256],
+        "blk.3.ffn_down_exps.weight": [2048, 4096, 256],
+        "blk.3.ffn_down_shexp.weight": [2048, 4096],
+    }
+    for k, v in want.items():
+        assert ne[k] == v, k
+    assert "blk.3.indexer.proj.weight" not in ne and "blk.1.attn_compressor_kv.weight" not in ne
+    # n_hash = 3: layers 0-2 route by tid2eid and carry no selection bias
+    assert "blk.2.ffn_gate_tid2eid.weight" in ne and "blk.2.exp_probs_b.bias" not in ne
+    assert "blk.3.ffn_gate_tid2eid.weight" not in ne
+    # ratio-4 layer: 8 HC/norm + 8 attention + 4 compressor + 6 indexer + 8 FFN tensors
+    assert sum(k.startswith("blk.42.") for k in ne) == 34
+    assert sum(k.startswith("blk.41.") for k in ne) == 28  # ratio 128: no indexer
+    assert sum(k.startswith("blk.0.") for k in ne) == 24  # dense hash layer
