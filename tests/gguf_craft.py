@@ -101,6 +101,7 @@ def build(
     raw_kvs: list[bytes] | None = None,
     tail_padding: bool = True,
     info_padding: bool = True,
+    with_data: bool = True,
 ) -> Image:
     """A GGUF image. kvs: (key, type, value) records; raw_kvs: already encoded records appended
     after them. alignment is the padding used (add a general.alignment record yourself)."""
@@ -136,11 +137,11 @@ def build(
     if info_padding:
         out += bytes(data_offset - len(out))
     section = bytearray()
-    for off, blob in zip(offsets, blobs):
+    for off, blob in zip(offsets, blobs if with_data else []):
         if off + len(blob) > len(section):
             section += bytes(off + len(blob) - len(section))
         section[off : off + len(blob)] = blob
-    if tail_padding:
+    if tail_padding and with_data:
         section += bytes(-len(section) % alignment)
     out += section
     return Image(bytes(out), kv_offsets, info_offsets, data_offset, offsets)

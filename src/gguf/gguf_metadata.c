@@ -32,8 +32,8 @@ static const char *type_name_or(uint32_t type) {
     return n ? n : "unknown";
 }
 
-static ds4rt_status check_elements(gguf_cursor *c, uint32_t type, uint64_t n, int depth,
-                                   const record_ctx *r, uint64_t *index_words);
+static ds4rt_status check_elements(gguf_cursor *c, uint64_t array_at, uint32_t type, uint64_t n,
+                                   int depth, const record_ctx *r, uint64_t *index_words);
 
 /* Validates an array header (element type, count) and its elements at c->pos. */
 static ds4rt_status check_array(gguf_cursor *c, int depth, const record_ctx *r,
@@ -57,13 +57,14 @@ static ds4rt_status check_array(gguf_cursor *c, int depth, const record_ctx *r,
                    (unsigned long long)at, elem_type);
         return record_fail(r, DS4RT_ERR_FORMAT);
     }
-    return check_elements(c, elem_type, n, depth, r, index_words);
+    return check_elements(c, at, elem_type, n, depth, r, index_words);
 }
 
-/* Validates n consecutive elements of `type` at c->pos (inside an array at `depth`). */
-static ds4rt_status check_elements(gguf_cursor *c, uint32_t type, uint64_t n, int depth,
-                                   const record_ctx *r, uint64_t *index_words) {
-    uint64_t at = c->pos;
+/* Validates the n elements of `type` at c->pos of the array whose header is at byte
+ * `array_at`, at nesting `depth`. */
+static ds4rt_status check_elements(gguf_cursor *c, uint64_t array_at, uint32_t type, uint64_t n,
+                                   int depth, const record_ctx *r, uint64_t *index_words) {
+    const uint64_t at = array_at;
     int size = gguf_value_size(type);
     /* Each element takes at least this many bytes: reject impossible counts up front. */
     uint64_t min_bytes = size > 0                       ? (uint64_t)size
@@ -71,9 +72,9 @@ static ds4rt_status check_elements(gguf_cursor *c, uint32_t type, uint64_t n, in
                                                      : GGUF_ARRAY_HEADER_BYTES;
     if (n > gguf_left(c) / min_bytes) {
         ds4rt_fail(DS4RT_ERR_FORMAT,
-                   "array of %llu %s elements at byte %llu cannot fit in the %llu bytes left in "
-                   "the file (each takes at least %llu)",
-                   (unsigned long long)n, type_name_or(type), (unsigned long long)at,
+                   "array at byte %llu declares %llu %s elements, which cannot fit in the %llu "
+                   "bytes left in the file (each takes at least %llu)",
+                   (unsigned long long)at, (unsigned long long)n, type_name_or(type),
                    (unsigned long long)gguf_left(c), (unsigned long long)min_bytes);
         return record_fail(r, DS4RT_ERR_FORMAT);
     }

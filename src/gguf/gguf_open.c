@@ -126,17 +126,15 @@ DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) {
         close(fd);
         return ds4rt_fail(DS4RT_ERR_IO, "%s: not a regular file", path);
     }
-    if (sb.st_size == 0) {
-        close(fd);
-        return ds4rt_fail(DS4RT_ERR_FORMAT, "%s: empty file (0 bytes), not a GGUF file", path);
-    }
     if ((uint64_t)sb.st_size > SIZE_MAX) {
         close(fd);
         return ds4rt_fail(DS4RT_ERR_IO, "%s: %llu bytes cannot be mapped on this platform",
                           path, (unsigned long long)sb.st_size);
     }
     size_t len = (size_t)sb.st_size;
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    static const uint8_t empty[1];
+    /* An empty file cannot be mapped; it is parsed (and rejected) like any other image. */
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)empty;
     int map_errno = errno;
     close(fd);
     if (map == MAP_FAILED) {
@@ -145,7 +143,7 @@ DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) {
     }
     ds4rt_gguf *g = calloc(1, sizeof *g);
     if (g == NULL) {
-        munmap(map, len);
+        if (len) munmap(map, len);
         return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "%s: no memory for the GGUF handle", path);
     }
     g->base = map;
