@@ -126,7 +126,7 @@ def build(
         next_off = max(next_off, off + len(blob))
         next_off += -next_off % alignment
     info_offsets = []
-    for t, off in zip(tensors, offsets):
+    for t, off in zip(tensors, offsets, strict=True):
         info_offsets.append(len(out))
         if t.raw_info is not None:
             out += t.raw_info
@@ -137,7 +137,7 @@ def build(
     if info_padding:
         out += bytes(data_offset - len(out))
     section = bytearray()
-    for off, blob in zip(offsets, blobs if with_data else []):
+    for off, blob in zip(offsets, blobs if with_data else [], strict=False):
         if off + len(blob) > len(section):
             section += bytes(off + len(blob) - len(section))
         section[off : off + len(blob)] = blob

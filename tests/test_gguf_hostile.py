@@ -106,10 +106,20 @@ def test_big_endian_file():
 
 def test_huge_counts_rejected_before_allocation():
     img = gc.build([("k", gc.UINT8, 1)], [gc.Tensor("t", [4], gc.F32)])
-    fails(patch(img.data, 16, gc.u64(U64_MAX)), errors.FormatError, "n_kv = 18446744073709551615",
-          "byte 16", "cannot fit")
-    fails(patch(img.data, 8, gc.u64(2**62)), errors.FormatError, "n_tensors = 4611686018427387904",
-          "byte 8", "cannot fit")
+    fails(
+        patch(img.data, 16, gc.u64(U64_MAX)),
+        errors.FormatError,
+        "n_kv = 18446744073709551615",
+        "byte 16",
+        "cannot fit",
+    )
+    fails(
+        patch(img.data, 8, gc.u64(2**62)),
+        errors.FormatError,
+        "n_tensors = 4611686018427387904",
+        "byte 8",
+        "cannot fit",
+    )
     # A count that fits the file before the metadata but not after it.
     n = (len(img.data) - 24) // 24
     fails(patch(img.data, 8, gc.u64(n)), errors.FormatError, "left after the metadata")
@@ -121,9 +131,15 @@ def test_huge_counts_rejected_before_allocation():
 def test_key_length_beyond_file():
     img = gc.build([("k", gc.UINT8, 1), ("second", gc.UINT8, 2)])
     k = img.kv_offsets[1]
-    fails(patch(img.data, k, gc.u64(10_000)), errors.FormatError,
-          f"metadata record 1 at byte {k}", "key length 10000 runs past the end")
-    fails(patch(img.data, k, gc.u64(U64_MAX)), errors.FormatError, "key length 18446744073709551615")
+    fails(
+        patch(img.data, k, gc.u64(10_000)),
+        errors.FormatError,
+        f"metadata record 1 at byte {k}",
+        "key length 10000 runs past the end",
+    )
+    fails(
+        patch(img.data, k, gc.u64(U64_MAX)), errors.FormatError, "key length 18446744073709551615"
+    )
 
 
 def test_string_length_overflow():
@@ -131,23 +147,33 @@ def test_string_length_overflow():
     k = img.kv_offsets[0]
     at = k + 8 + len("general.name") + 4
     for bad in (U64_MAX, 2**63, 1000):
-        fails(patch(img.data, at, gc.u64(bad)), errors.FormatError,
-              rf"metadata key 'general.name' \(record 0 at byte {k}\)",
-              f"string value at byte {at} runs past the end")
+        fails(
+            patch(img.data, at, gc.u64(bad)),
+            errors.FormatError,
+            rf"metadata key 'general.name' \(record 0 at byte {k}\)",
+            f"string value at byte {at} runs past the end",
+        )
 
 
 def test_unknown_value_types():
     img = gc.build([("ok", gc.UINT8, 1), ("bad.type", gc.UINT8, 1)])
     k = img.kv_offsets[1]
     at = k + 8 + len("bad.type")
-    fails(patch(img.data, at, gc.u32(13)), errors.FormatError,
-          rf"metadata key 'bad.type' \(record 1 at byte {k}\)",
-          f"unknown value type 13 at byte {at}")
+    fails(
+        patch(img.data, at, gc.u32(13)),
+        errors.FormatError,
+        rf"metadata key 'bad.type' \(record 1 at byte {k}\)",
+        f"unknown value type 13 at byte {at}",
+    )
     img = gc.build([("arr", gc.ARRAY, (gc.UINT8, [1, 2]))])
     k = img.kv_offsets[0]
     at = k + 8 + 3 + 4
-    fails(patch(img.data, at, gc.u32(0xFFFFFFFF)), errors.FormatError, "'arr'",
-          f"array at byte {at} has unknown element type 4294967295")
+    fails(
+        patch(img.data, at, gc.u32(0xFFFFFFFF)),
+        errors.FormatError,
+        "'arr'",
+        f"array at byte {at} has unknown element type 4294967295",
+    )
 
 
 def test_array_counts_that_cannot_fit():
@@ -159,34 +185,48 @@ def test_array_counts_that_cannot_fit():
         img = gc.build([("arr", gc.ARRAY, (elem_type, elems))])
         at = img.kv_offsets[0] + 8 + 3 + 4
         for bad in (U64_MAX, 2**61, 10_000):
-            fails(patch(img.data, at + 4, gc.u64(bad)), errors.FormatError, "'arr'",
-                  f"array at byte {at} declares {bad} ", f"each takes at least {min_bytes}")
+            fails(
+                patch(img.data, at + 4, gc.u64(bad)),
+                errors.FormatError,
+                "'arr'",
+                f"array at byte {at} declares {bad} ",
+                f"each takes at least {min_bytes}",
+            )
 
 
 def test_string_array_element_length():
     img = gc.build([("toks", gc.ARRAY, (gc.STRING, ["a", "b", "c"]))])
     first = img.kv_offsets[0] + 8 + 4 + 4 + 12
     second = first + 9
-    fails(patch(img.data, second, gc.u64(2**64 - 5)), errors.FormatError, "'toks'",
-          f"string element 1 of the array at byte {first - 12}: length at byte {second}")
+    fails(
+        patch(img.data, second, gc.u64(2**64 - 5)),
+        errors.FormatError,
+        "'toks'",
+        f"string element 1 of the array at byte {first - 12}: length at byte {second}",
+    )
 
 
 def test_duplicate_key():
     img = gc.build([("a", gc.UINT8, 1), ("b", gc.UINT8, 1), ("a", gc.UINT32, 7)])
     k0, k2 = img.kv_offsets[0], img.kv_offsets[2]
-    fails(img.data, errors.FormatError,
-          rf"metadata key 'a' \(record 2 at byte {k2}\) is a duplicate of record 0 at byte {k0}")
+    fails(
+        img.data,
+        errors.FormatError,
+        rf"metadata key 'a' \(record 2 at byte {k2}\) is a duplicate of record 0 at byte {k0}",
+    )
 
 
 def test_nested_arrays_accepted_and_shown():
     deep = (gc.UINT16, [7])
     for _ in range(14):
         deep = (gc.ARRAY, [deep])
-    img = gc.build([
-        ("n", gc.ARRAY, (gc.ARRAY, [(gc.STRING, ["a", "bc"]), (gc.ARRAY, [(gc.INT8, [-1])])])),
-        ("deep", gc.ARRAY, deep),
-        ("empty", gc.ARRAY, (gc.ARRAY, [])),
-    ])
+    img = gc.build(
+        [
+            ("n", gc.ARRAY, (gc.ARRAY, [(gc.STRING, ["a", "bc"]), (gc.ARRAY, [(gc.INT8, [-1])])])),
+            ("deep", gc.ARRAY, deep),
+            ("empty", gc.ARRAY, (gc.ARRAY, [])),
+        ]
+    )
     _, _, md, _ = open_image(img.data)
     assert md["n"] == [["a", "bc"], [[-1]]]
     want = [7]
@@ -203,8 +243,12 @@ def test_nesting_too_deep():
     deep = (gc.UINT8, [1])
     for _ in range(16):
         deep = (gc.ARRAY, [deep])
-    fails(gc.build([("deep", gc.ARRAY, deep)]).data, errors.FormatError, "'deep'",
-          "nested deeper than 16 levels")
+    fails(
+        gc.build([("deep", gc.ARRAY, deep)]).data,
+        errors.FormatError,
+        "'deep'",
+        "nested deeper than 16 levels",
+    )
 
 
 def test_alignment_key():
@@ -215,8 +259,7 @@ def test_alignment_key():
         (gc.UINT32, 48, "is 48"),
     ):
         img = gc.build([("general.alignment", t, v)], [gc.Tensor("t", [8], gc.F32)])
-        fails(img.data, errors.FormatError, "'general.alignment'", f"byte {img.kv_offsets[0]}",
-              why)
+        fails(img.data, errors.FormatError, "'general.alignment'", f"byte {img.kv_offsets[0]}", why)
 
 
 # --- tensor infos --------------------------------------------------------------------------
@@ -224,9 +267,8 @@ def test_alignment_key():
 
 def info(name, ne, ttype, offset, n_dims=None):
     n_dims = len(ne) if n_dims is None else n_dims
-    return gc.gstr(name) + gc.u32(n_dims) + b"".join(gc.u64(d) for d in ne) + gc.u32(ttype) + (
-        gc.u64(offset)
-    )
+    dims = b"".join(gc.u64(d) for d in ne)
+    return gc.gstr(name) + gc.u32(n_dims) + dims + gc.u32(ttype) + gc.u64(offset)
 
 
 def bad_tensor(raw_info: bytes, *patterns: str, exc=errors.FormatError):
@@ -250,29 +292,41 @@ def test_dimension_values():
     bad_tensor(info("bad", [2**62, 2], gc.F32, 32), "element count .* overflows int64")
     # Element count fits int64, byte size does not.
     bad_tensor(info("bad", [2**62], gc.F32, 32), "byte size of .* overflows")
-    bad_tensor(info("bad", [48, 2], gc.Q8_0, 32), r"ne\[0\] = 48 is not a multiple of the Q8_0 "
-               r"block size \(32")
+    bad_tensor(
+        info("bad", [48, 2], gc.Q8_0, 32),
+        r"ne\[0\] = 48 is not a multiple of the Q8_0 block size \(32",
+    )
 
 
 def test_unknown_tensor_type():
     for t in (4, 31, 42, 0xFFFFFFFF):
-        bad_tensor(info("bad", [8], t, 32), f"unknown tensor type id {t} at byte \\d+",
-                   exc=errors.UnsupportedError)
+        bad_tensor(
+            info("bad", [8], t, 32),
+            f"unknown tensor type id {t} at byte \\d+",
+            exc=errors.UnsupportedError,
+        )
 
 
 def test_duplicate_tensor_name():
-    img = gc.build([], [gc.Tensor("w", [8], gc.F32), gc.Tensor("x", [8], gc.F32),
-                        gc.Tensor("w", [8], gc.F32)])
+    img = gc.build(
+        [], [gc.Tensor("w", [8], gc.F32), gc.Tensor("x", [8], gc.F32), gc.Tensor("w", [8], gc.F32)]
+    )
     t0, t2 = img.tensor_info_offsets[0], img.tensor_info_offsets[2]
-    fails(img.data, errors.FormatError,
-          rf"tensor 'w' \(record 2 at byte {t2}\): duplicate name; first defined by record 0 at "
-          rf"byte {t0}")
+    fails(
+        img.data,
+        errors.FormatError,
+        rf"tensor 'w' \(record 2 at byte {t2}\): duplicate name; first defined by record 0 at "
+        rf"byte {t0}",
+    )
 
 
 def test_misaligned_offset():
     bad_tensor(info("bad", [8], gc.F32, 33), "data offset 33 is not a multiple of the alignment 32")
-    img = gc.build([("general.alignment", gc.UINT32, 64)], [gc.Tensor("a", [8], gc.F32),
-                   gc.Tensor("b", [8], gc.F32, offset=32)], alignment=64)
+    img = gc.build(
+        [("general.alignment", gc.UINT32, 64)],
+        [gc.Tensor("a", [8], gc.F32), gc.Tensor("b", [8], gc.F32, offset=32)],
+        alignment=64,
+    )
     fails(img.data, errors.FormatError, r"tensor 'b' \(record 1", "alignment 64")
 
 
@@ -289,18 +343,30 @@ def test_data_section_starting_past_the_end():
 
 
 def test_overlapping_tensors():
-    img = gc.build([], [gc.Tensor("a", [16], gc.F32, offset=0), gc.Tensor("b", [8], gc.F32,
-                   offset=32), gc.Tensor("c", [8], gc.F32, offset=128)])
-    fails(img.data, errors.FormatError, "tensor data overlaps",
-          rf"'a' \(record 0 at byte {img.tensor_info_offsets[0]}\) occupies bytes \[0, 64\)",
-          rf"'b' \(record 1 at byte {img.tensor_info_offsets[1]}\) starts at 32")
+    img = gc.build(
+        [],
+        [
+            gc.Tensor("a", [16], gc.F32, offset=0),
+            gc.Tensor("b", [8], gc.F32, offset=32),
+            gc.Tensor("c", [8], gc.F32, offset=128),
+        ],
+    )
+    fails(
+        img.data,
+        errors.FormatError,
+        "tensor data overlaps",
+        rf"'a' \(record 0 at byte {img.tensor_info_offsets[0]}\) occupies bytes \[0, 64\)",
+        rf"'b' \(record 1 at byte {img.tensor_info_offsets[1]}\) starts at 32",
+    )
     # Same start.
-    img = gc.build([], [gc.Tensor("a", [8], gc.F32, offset=0), gc.Tensor("b", [8], gc.F32,
-                   offset=0)])
+    img = gc.build(
+        [], [gc.Tensor("a", [8], gc.F32, offset=0), gc.Tensor("b", [8], gc.F32, offset=0)]
+    )
     fails(img.data, errors.FormatError, "overlaps")
     # Touching is fine, and file order need not be data order.
-    img = gc.build([], [gc.Tensor("a", [8], gc.F32, offset=32), gc.Tensor("b", [8], gc.F32,
-                   offset=0)])
+    img = gc.build(
+        [], [gc.Tensor("a", [8], gc.F32, offset=32), gc.Tensor("b", [8], gc.F32, offset=0)]
+    )
     _, _, _, tensors = open_image(img.data)
     assert [t["offset"] for t in tensors] == [32, 0]
 
@@ -332,8 +398,7 @@ def test_sparse_40_gib_file_opens_without_reading_data(tmp_path):
     ne0, rows = 4096, 9_700_000  # Q8_0: 4352 bytes a row, 39.3 GiB in all
     big = gc.Tensor("big.q8", [ne0, rows], gc.Q8_0, offset=0, data=b"")
     tail = gc.Tensor("tail", [8], gc.F32, offset=gc.nbytes_of(gc.Q8_0, [ne0, rows]), data=b"")
-    img = gc.build([("general.architecture", gc.STRING, "deepseek4")], [big, tail],
-                   with_data=False)
+    img = gc.build([("general.architecture", gc.STRING, "deepseek4")], [big, tail], with_data=False)
     header = img.data
     path = tmp_path / "sparse.gguf"
     try:

@@ -102,7 +102,7 @@ def flatten(v):
 
 def same_value(a, b) -> bool:
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return type(a) is type(b) and a == b
@@ -139,7 +139,7 @@ def compare_with_gguf_py(path) -> dict:
             assert f.kv_record(key)["file_offset"] == field.offset, key
     assert len(info["tensors"]) == len(ref.tensors)
     with dg.GGUFFile(path) as f:
-        for t, rt in zip(info["tensors"], ref.tensors):
+        for t, rt in zip(info["tensors"], ref.tensors, strict=True):
             assert t["name"] == rt.name
             assert t["type_id"] == int(rt.tensor_type)
             assert t["type"] == rt.tensor_type.name
