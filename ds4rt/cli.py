@@ -21,8 +21,9 @@ from typing import Any
 from . import _core
 from .errors import Ds4rtError
 
-# Arrays longer than this are cut in `info --json` unless --full or --max-array is given.
-DEFAULT_JSON_MAX_ARRAY = 32
+# Arrays longer than this are cut in `info --json` unless --full or --max-array is given
+# (large enough for per-layer arrays, small enough to keep the vocabulary out).
+DEFAULT_JSON_MAX_ARRAY = 64
 # Tensors listed by the text `info` without --tensors.
 TEXT_TENSOR_PREVIEW = 10
 
