@@ -252,7 +252,8 @@ DS4RT_API ds4rt_status ds4rt_gguf_array_f64(const ds4rt_gguf_kv *kv, uint64_t i,
  * Errors of the array accessors: DS4RT_ERR_INVALID_ARGUMENT for NULL pointers, DS4RT_ERR_FORMAT
  * when the record is not an array or its element type does not fit the accessor (the message
  * says which type it is), DS4RT_ERR_OUT_OF_RANGE when i >= array_len. */
-DS4RT_API ds4rt_status ds4rt_gguf_array_sub(const ds4rt_gguf_kv *kv, uint64_t i, ds4rt_gguf_kv *out);
+DS4RT_API ds4rt_status ds4rt_gguf_array_sub(const ds4rt_gguf_kv *kv, uint64_t i,
+                                            ds4rt_gguf_kv *out);
 
 /* Name of a metadata value type ("UINT32", "STRING", "ARRAY", ...); NULL for an unknown id. */
 DS4RT_API const char *ds4rt_gguf_type_name(uint32_t type);

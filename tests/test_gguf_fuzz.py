@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 SAN_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
-ITERATIONS = 40000
+ITERATIONS = 100000
 SECONDS = 4
 
 

@@ -129,10 +129,12 @@ static size_t mutate(unsigned char *buf, size_t size, const seed *s) {
             at = (size_t)below(size);
             buf[at] ^= (unsigned char)(1u << below(8));
             break;
-        case 1: /* byte set */
+        case 1: { /* byte set */
+            static const unsigned char special[] = {0, 0xff, 0x7f, 0x80};
             at = (size_t)below(size);
-            buf[at] = (unsigned char)(below(4) == 0 ? rnd() : (uint64_t[]){0, 0xff, 0x7f, 0x80}[below(4)]);
+            buf[at] = below(4) == 0 ? (unsigned char)rnd() : special[below(4)];
             break;
+        }
         case 2: /* 32-bit field anywhere (types, n_dims, version) */
             if (size < 4) break;
             at = (size_t)below(size - 3);
@@ -212,7 +214,7 @@ static void walk(const ds4rt_gguf *g, uint64_t iteration) {
         if (kv->key.len < sizeof key && memchr(kv->key.data, 0, kv->key.len) == NULL) {
             memcpy(key, kv->key.data, kv->key.len);
             key[kv->key.len] = '\0';
-            if (ds4rt_gguf_find_kv(g, key) != kv) fail("find_kv did not find its record", iteration);
+            if (ds4rt_gguf_find_kv(g, key) != kv) fail("find_kv missed its record", iteration);
             uint32_t u32;
             uint64_t u64;
             float f;
