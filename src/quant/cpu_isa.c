@@ -80,7 +80,10 @@ const ds4rt_cpu_kernels *ds4rt_cpu_lookup(const char *name, const char **why) {
         if (why) *why = lack;
         return lack ? NULL : compiled[i].table;
     }
+    static const char *const known[] = {"avx2", "avx512", "neon", "neon-dotprod"};
     if (why) *why = "unknown CPU path name (scalar, avx2, avx512, neon, neon-dotprod, auto)";
+    for (size_t i = 0; i < DS4RT_ARRAY_LEN(known); i++)
+        if (strcmp(known[i], name) == 0 && why) *why = "not compiled for this architecture";
     return NULL;
 }
 
