@@ -1,0 +1,170 @@
+"""CPU tensor ops of libds4rt with NumPy in and out: dequantisation of GGUF tensor data and the
+quantised matrix product the CPU backend runs, plus the choice of CPU kernel path.
+
+    from ds4rt import ops
+    w = ops.dequantize(raw, "Q4_K", 4096)             # float32[4096], bit-exact with gguf-py
+    y = ops.matmul(raw_w, "IQ2_XXS", rows, cols, x)   # x[n_tok, cols] -> y[n_tok, rows]
+    ops.isa()                                         # "avx2", "avx512", "neon", "scalar", ...
+
+Types are given as ggml names ("Q8_0") or ids (8). See docs/QUANTS.md for the formats, how the
+activations are rounded, and the results' exactness.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+
+__all__ = [
+    "COMPUTE_TYPES",
+    "TYPE_IDS",
+    "activation_block",
+    "available_isas",
+    "dequantize",
+    "isa",
+    "matmul",
+    "quantize_activation",
+    "row_bytes",
+    "set_isa",
+    "type_id",
+]
+
+TYPE_IDS = {
+    "F32": 0,
+    "F16": 1,
+    "Q4_0": 2,
+    "Q4_1": 3,
+    "Q5_0": 6,
+    "Q5_1": 7,
+    "Q8_0": 8,
+    "Q8_1": 9,
+    "Q2_K": 10,
+    "Q3_K": 11,
+    "Q4_K": 12,
+    "Q5_K": 13,
+    "Q6_K": 14,
+    "Q8_K": 15,
+    "IQ2_XXS": 16,
+    "IQ2_XS": 17,
+    "IQ3_XXS": 18,
+    "IQ1_S": 19,
+    "IQ4_NL": 20,
+    "IQ3_S": 21,
+    "IQ2_S": 22,
+    "IQ4_XS": 23,
+    "I8": 24,
+    "I16": 25,
+    "I32": 26,
+    "I64": 27,
+    "F64": 28,
+    "IQ1_M": 29,
+    "BF16": 30,
+    "TQ1_0": 34,
+    "TQ2_0": 35,
+    "MXFP4": 39,
+    "NVFP4": 40,
+    "Q1_0": 41,
+}
+
+# The types the CPU backend dequantises and multiplies with.
+COMPUTE_TYPES = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q8_0",
+    "Q4_0",
+    "MXFP4",
+    "Q2_K",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+    "IQ2_XXS",
+)
+
+# Activation type paired with each weight type, and its block size (1 = float values).
+_ACT_BLOCK = {"Q8_0": 32, "Q4_0": 32, "MXFP4": 32, "F32": 1, "F16": 1, "BF16": 1}
+
+# Every CPU path ds4rt knows by name (which are usable depends on the build and the CPU).
+ALL_ISAS = ("scalar", "avx2", "avx512", "neon", "neon-dotprod")
+
+
+def type_id(qtype: str | int) -> int:
+    """The ggml type id of a name ("Q8_0") or id."""
+    if isinstance(qtype, str):
+        try:
+            return TYPE_IDS[qtype.upper()]
+        except KeyError:
+            raise ValueError(f"unknown tensor type {qtype!r}") from None
+    return int(qtype)
+
+
+def _name(qtype: str | int) -> str:
+    tid = type_id(qtype)
+    for k, v in TYPE_IDS.items():
+        if v == tid:
+            return k
+    return str(tid)
+
+
+def row_bytes(qtype: str | int, n: int) -> int:
+    """Bytes of n elements of qtype (n must be a whole number of blocks)."""
+    return int(_core.quant_row_bytes(type_id(qtype), int(n)))
+
+
+def dequantize(raw, qtype: str | int, n: int) -> np.ndarray:
+    """The first n elements of raw GGUF tensor bytes of qtype, as float32[n] (bit-exact with
+    gguf.quants.dequantize)."""
+    return _core.quant_dequantize(_as_bytes(raw), type_id(qtype), int(n))
+
+
+def matmul(raw_weight, qtype: str | int, rows: int, cols: int, x, n_threads: int = 0) -> np.ndarray:
+    """y = x @ W.T for W[rows][cols] given as raw GGUF bytes of qtype and x[n_tok][cols]
+    (a 1-D x is one token and gives a 1-D y). n_threads <= 0: one thread per available CPU."""
+    xa = np.asarray(x, dtype=np.float32)
+    one = xa.ndim == 1
+    if one:
+        xa = xa[None, :]
+    y = _core.quant_matmul(_as_bytes(raw_weight), type_id(qtype), int(rows), int(cols), xa, int(n_threads))
+    return y[0] if one else y
+
+
+def activation_block(qtype: str | int) -> int:
+    """Block size of the activation type paired with weight type qtype (32 for Q8_0, 256 for
+    Q8_K, 1 for float activations)."""
+    return _ACT_BLOCK.get(_name(qtype), 256)
+
+
+def quantize_activation(qtype: str | int, x) -> tuple[np.ndarray | None, np.ndarray]:
+    """x (float32[n]) rounded as the matmul rounds it for weights of qtype.
+
+    Integer pairs (Q8_0, Q8_K): returns (q int8[n], scales float32[n // block]) with
+    x ~ scales[i // block] * q[i]. Float pairs (F32/F16/BF16): returns (None, values float32[n])."""
+    tid = type_id(qtype)
+    q, s = _core.quant_activation(tid, x)
+    blk = activation_block(tid)
+    if blk == 1:
+        return None, s
+    return q, s[: len(q) // blk]
+
+
+def isa() -> str:
+    """The CPU kernel path in use."""
+    return _core.cpu_isa()
+
+
+def available_isas() -> list[str]:
+    """The CPU paths this build and CPU can run."""
+    return [n for n in ALL_ISAS if _core.cpu_isa_supported(n)]
+
+
+def set_isa(name: str) -> None:
+    """Switches the CPU kernel path ("auto" for the default). Raises UnsupportedError if this CPU
+    cannot run it."""
+    _core.cpu_isa_set(name)
+
+
+def _as_bytes(raw):
+    if isinstance(raw, np.ndarray):
+        return np.ascontiguousarray(raw).view(np.uint8).ravel()
+    return raw

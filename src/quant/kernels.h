@@ -1,0 +1,65 @@
+/*
+ * kernels.h - the per-ISA dot-product kernels behind ds4rt_matmul, and their selection.
+ *
+ * A kernel multiplies ONE weight row with up to DS4RT_TILE_TOK activation rows (a token tile):
+ * the weight row is decoded once and used for every token of the tile. Whatever the ISA and the
+ * tile, y for one (row, token) pair is computed by the same sequence of integer and f32
+ * operations (see blocks.h), so every path gives bitwise the same result as the scalar one, for
+ * any n_tok and thread count.
+ */
+#ifndef DS4RT_KERNELS_H
+#define DS4RT_KERNELS_H
+
+#include <stdint.h>
+
+#include "blocks.h"
+#include "ds4rt.h"
+
+#define DS4RT_TILE_TOK 4
+
+/* y[i * y_stride] = dot(w_row, activation row t0 + i) for i < n_tok (1 <= n_tok <= 4). */
+typedef void (*ds4rt_dot_fn)(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok,
+                             float *y, int64_t y_stride);
+
+typedef struct ds4rt_cpu_kernels {
+    const char *name;                     /* "scalar", "avx2", "avx512", "neon", "neon-dotprod" */
+    ds4rt_dot_fn dot[DS4RT_TYPE_COUNT];   /* indexed by weight type; NULL = not computable */
+} ds4rt_cpu_kernels;
+
+extern const ds4rt_cpu_kernels ds4rt_kernels_scalar;
+#if defined(__x86_64__) || defined(_M_X64)
+extern const ds4rt_cpu_kernels ds4rt_kernels_avx2;
+extern const ds4rt_cpu_kernels ds4rt_kernels_avx512;
+#endif
+#if defined(__aarch64__)
+extern const ds4rt_cpu_kernels ds4rt_kernels_neon;
+extern const ds4rt_cpu_kernels ds4rt_kernels_neon_dotprod;
+#endif
+
+/* The kernels in use: chosen on first use from the CPU's features, or forced by the environment
+ * variable DS4RT_CPU_ISA or ds4rt_cpu_isa_set(). Never NULL. */
+const ds4rt_cpu_kernels *ds4rt_cpu_active(void);
+
+/* The table of a path by name if it is compiled in and this CPU runs it; else NULL and *why
+ * (if given) says which. */
+const ds4rt_cpu_kernels *ds4rt_cpu_lookup(const char *name, const char **why);
+
+/* "cpu=avx2 (compiled: scalar avx2 avx512)" plus the reason if DS4RT_CPU_ISA was not honoured. */
+void ds4rt_cpu_describe(char *buf, size_t len);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Activation conversion (act_quant.c; one implementation shared by every ISA path)             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The activation type paired with weight type `wtype` (F32, F16, BF16, Q8_0 or Q8_K), or 0 with
+ * *ok = 0 for a type the CPU backend does not compute. */
+uint32_t ds4rt_act_type_for(uint32_t wtype, int *ok);
+
+/* Fills the layout fields of `a` (type, cols, stride, d_off, s_off; not base) for rows of
+ * `cols` activations of type act_type; cols must be a multiple of the act block. */
+void ds4rt_act_layout(uint32_t act_type, int64_t cols, ds4rt_act *a);
+
+/* Converts x[cols] into activation row t of `a`. */
+void ds4rt_act_quantize_row(const ds4rt_act *a, int64_t t, const float *x);
+
+#endif /* DS4RT_KERNELS_H */

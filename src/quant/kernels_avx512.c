@@ -1,0 +1,334 @@
+/*
+ * kernels_avx512.c - AVX-512 (F, BW, VL) dot-product kernels; compiled with -mavx512f -mavx512bw
+ * -mavx512vl (plus the AVX2/F16C flags) and used only when the CPU has them (cpu_isa.c).
+ *
+ * 64 weights per register; the same exact integer sums and the same f32 formulas and lane order
+ * as kernels_scalar.c, so results are bitwise those of every other path. AVX-512BW has no byte
+ * sign instruction: signs are applied with a byte mask (x negated where the mask bit is set).
+ */
+#include "simd_avx2.h"
+
+ALWAYS_INLINE __m512i loadu512(const void *p) { return _mm512_loadu_si512(p); }
+
+ALWAYS_INLINE __m512i join256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+/* w any int8, x in [-127, 127]: pairs of w*x summed -> 16 x i32. */
+ALWAYS_INLINE __m512i dot_i8_512(__m512i w, __m512i x) {
+    const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
+}
+
+ALWAYS_INLINE __m512i dot_u8_scaled_512(__m512i q, __m512i x, __m512i sc) {
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), sc);
+}
+
+/* z_i = [block 2i (8 x i32) | block 2i+1 (8 x i32)] -> [sum block 0, ..., sum block 7]. */
+ALWAYS_INLINE __m256i hsum8x8_512(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    const __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+    const __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(z2, z3), _mm512_unpackhi_epi32(z2, z3));
+    /* 128-bit lane L of u = [sum of lane L of z0, z1, z2, z3] */
+    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    const __m512i p = _mm512_shuffle_i32x4(u, u, _MM_SHUFFLE(3, 1, 2, 0)); /* lanes L0 L2 L1 L3 */
+    const __m256i s = _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
+    /* s = [S0 S2 S4 S6 S1 S3 S5 S7] */
+    return _mm256_permutevar8x32_epi32(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* ================= float weights: acc[i % 32] += w_i * x_i ================= */
+
+ALWAYS_INLINE __m512 load16_f32(const uint8_t *p) { return _mm512_loadu_ps(p); }
+ALWAYS_INLINE __m512 load16_f16(const uint8_t *p) { return _mm512_cvtph_ps(loadu(p)); }
+ALWAYS_INLINE __m512 load16_bf16(const uint8_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(loadu(p)), 16));
+}
+static inline float scalar_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+static inline float scalar_bf16(const uint8_t *p) { return ds4rt_bf16_to_f32(ds4rt_rd_u16(p)); }
+
+#define DEF_FLOAT_DOT(name, ESZ, LOADW, SCALARW)                                                     \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, float *y,    \
+                           int64_t ys) {                                                             \
+        const int64_t n = a->cols, n32 = n & ~(int64_t)31;                                           \
+        for (int t = 0; t < n_tok; t++) {                                                            \
+            const float *x = ds4rt_act_f32(a, t0 + t);                                               \
+            __m512 c0 = _mm512_setzero_ps(), c1 = c0;                                                \
+            for (int64_t i = 0; i < n32; i += 32) {                                                  \
+                c0 = _mm512_add_ps(c0, _mm512_mul_ps(LOADW(w + ESZ * i), _mm512_loadu_ps(x + i)));     \
+                c1 = _mm512_add_ps(c1, _mm512_mul_ps(LOADW(w + ESZ * (i + 16)), _mm512_loadu_ps(x + i + 16))); \
+            }                                                                                        \
+            float acc[32];                                                                           \
+            _mm512_storeu_ps(acc, c0);                                                               \
+            _mm512_storeu_ps(acc + 16, c1);                                                          \
+            for (int64_t i = n32; i < n; i++) acc[i & 31] += SCALARW(w + ESZ * i) * x[i];             \
+            y[t * ys] = ds4rt_reduce32(acc);                                                         \
+        }                                                                                            \
+    }
+
+DEF_FLOAT_DOT(f32, 4, load16_f32, scalar_f32)
+DEF_FLOAT_DOT(f16, 2, load16_f16, ds4rt_rd_f16)
+DEF_FLOAT_DOT(bf16, 2, load16_bf16, scalar_bf16)
+
+/* ================= 32-element blocks, Q8_0 activations ================= */
+
+ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
+                              float *y, int64_t ys) {
+    const int64_t nb = a->cols / 32, nb8 = nb & ~(int64_t)7;
+    const int8_t *xq[TMAX];
+    const float *xd[TMAX];
+    __m256 acc[TMAX];
+    for (int t = 0; t < T; t++) {
+        xq[t] = ds4rt_act_qs(a, t0 + t);
+        xd[t] = ds4rt_act_d(a, t0 + t);
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < nb8; b += 8) {
+        const uint8_t *wb = w + b * bsz;
+        const __m256 wd = scales8_blk32(kind, wb, bsz);
+        __m512i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = join256(decode_blk32(kind, wb + 2 * k * bsz), decode_blk32(kind, wb + (2 * k + 1) * bsz));
+        for (int t = 0; t < T; t++) {
+            const int8_t *x = xq[t] + b * 32;
+            const __m256i S = hsum8x8_512(dot_i8_512(q[0], loadu512(x)), dot_i8_512(q[1], loadu512(x + 64)),
+                                          dot_i8_512(q[2], loadu512(x + 128)), dot_i8_512(q[3], loadu512(x + 192)));
+            const __m256 ds = _mm256_mul_ps(wd, _mm256_loadu_ps(xd[t] + b));
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(ds, _mm256_cvtepi32_ps(S)));
+        }
+    }
+    float lanes[TMAX][8];
+    for (int t = 0; t < T; t++) _mm256_storeu_ps(lanes[t], acc[t]);
+    for (int64_t b = nb8; b < nb; b++) {
+        const uint8_t *blk = w + b * bsz;
+        const __m256i q = decode_blk32(kind, blk);
+        const float d = scale_blk32(kind, blk);
+        for (int t = 0; t < T; t++) {
+            const int32_t I = hsum_i32(dot_i8(q, loadu(xq[t] + b * 32)));
+            lanes[t][b & 7] += (d * xd[t][b]) * (float)I;
+        }
+    }
+    store_results(lanes, T, y, ys);
+}
+
+/* ================= 256-element blocks, Q8_K activations ================= */
+
+typedef struct {
+    const int8_t *xq[TMAX];
+    const float *xd[TMAX];
+    const int16_t *bs[TMAX];
+} qk_rows;
+
+ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int T) {
+    for (int t = 0; t < T; t++) {
+        r->xq[t] = ds4rt_act_qs(a, t0 + t);
+        r->xd[t] = ds4rt_act_d(a, t0 + t);
+        r->bs[t] = ds4rt_act_bsums(a, t0 + t);
+    }
+}
+
+/* i16 vector whose 128-bit lane i holds s16[first + i] eight times (s16 = 16 i16 scales). */
+ALWAYS_INLINE __m512i scale_quad(__m512i s16, int first) {
+    const __m512i idx = _mm512_set_epi64(0x0003000300030003LL, 0x0003000300030003LL, 0x0002000200020002LL,
+                                         0x0002000200020002LL, 0x0001000100010001LL, 0x0001000100010001LL, 0, 0);
+    return _mm512_permutexvar_epi16(_mm512_add_epi16(idx, _mm512_set1_epi16((short)first)), s16);
+}
+
+/* [v | v] for 32 bytes v. */
+ALWAYS_INLINE __m512i dup256(const void *p) { return _mm512_broadcast_i64x4(loadu(p)); }
+
+/* i16 shift counts: a in the low 256 bits, b in the high. */
+ALWAYS_INLINE __m512i counts(short a, short b) {
+    return join256(_mm256_set1_epi16(a), _mm256_set1_epi16(b));
+}
+
+ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+    qk_rows r;
+    qk_rows_init(&r, a, t0, T);
+    float lanes[TMAX][8] = {{0}};
+    const __m512i m3 = _mm512_set1_epi8(3);
+    for (int64_t b = 0; b < a->cols / 256; b++) {
+        const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)blk->scales);
+        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15))));
+        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
+        __m512i acc[TMAX];
+        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+        for (int n = 0; n < 2; n++) {
+            const __m512i v = dup256(blk->qs + 32 * n);
+            for (int p = 0; p < 2; p++) { /* j = 2p (low half), 2p+1 (high half) */
+                const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(v, counts((short)(4 * p), (short)(4 * p + 2))), m3);
+                const __m512i sq = scale_quad(sc16, 8 * n + 4 * p);
+                for (int t = 0; t < T; t++)
+                    acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r.xq[t] + b * 256 + 128 * n + 64 * p), sq));
+            }
+        }
+        const float d = ds4rt_rd_f16(blk->d), dmin = ds4rt_rd_f16(blk->dmin);
+        for (int t = 0; t < T; t++) {
+            const int32_t A = _mm512_reduce_add_epi32(acc[t]);
+            const int32_t B = hsum_i32(_mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)));
+            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+        }
+    }
+    store_results(lanes, T, y, ys);
+}
+
+ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y,
+                              int64_t ys) {
+    qk_rows r;
+    qk_rows_init(&r, a, t0, T);
+    float lanes[TMAX][8] = {{0}};
+    const size_t bsz = hbits ? 176 : 144;
+    const __m512i m4 = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    for (int64_t b = 0; b < a->cols / 256; b++) {
+        const uint8_t *blk = w + b * bsz;
+        const uint8_t *qs = blk + (hbits ? 48 : 16);
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) ds4rt_k4_scale_min(blk + 4, j, &sc[j], &mn[j]);
+        const __m512i qh = hbits ? dup256(blk + 16) : _mm512_setzero_si512();
+        __m512i acc[TMAX];
+        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) { /* elements 64c..64c+63: sub-blocks 2c (low nibbles), 2c+1 (high) */
+            const __m512i v = dup256(qs + 32 * c);
+            __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(v, (__mmask32)0xffff0000u, v, 4), m4);
+            if (hbits) {
+                const __m512i bit = join256(_mm256_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))));
+                q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, sixteen);
+            }
+            const __m512i s = counts((short)sc[2 * c], (short)sc[2 * c + 1]);
+            for (int t = 0; t < T; t++)
+                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r.xq[t] + b * 256 + 64 * c), s));
+        }
+        const float d = ds4rt_rd_f16(blk), dmin = ds4rt_rd_f16(blk + 2);
+        for (int t = 0; t < T; t++) {
+            const int16_t *bs = r.bs[t] + b * 16;
+            int32_t B = 0;
+            for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+            const int32_t A = _mm512_reduce_add_epi32(acc[t]);
+            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+        }
+    }
+    store_results(lanes, T, y, ys);
+}
+
+ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+    qk_rows r;
+    qk_rows_init(&r, a, t0, T);
+    float lanes[TMAX][8] = {{0}};
+    const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const __m512i sh01 = counts(0, 2), sh23 = counts(4, 6);
+    for (int64_t b = 0; b < a->cols / 256; b++) {
+        const ds4rt_block_q6_K *blk = (const ds4rt_block_q6_K *)(const void *)(w + b * 210);
+        const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
+        const __m512i sc16 = _mm512_castsi256_si512(sc16y);
+        __m512i acc[TMAX];
+        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            const __m512i l = loadu512(blk->ql + 64 * h);
+            const __m512i qh = dup256(blk->qh + 32 * h);
+            const __m512i h01 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m3), 4);
+            const __m512i h23 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m3), 4);
+            const __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4), h01);
+            const __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), h23);
+            const __m512i s01 = scale_quad(sc16, 8 * h), s23 = scale_quad(sc16, 8 * h + 4);
+            for (int t = 0; t < T; t++) {
+                const int8_t *x = r.xq[t] + b * 256 + 128 * h;
+                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q01, loadu512(x), s01));
+                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q23, loadu512(x + 64), s23));
+            }
+        }
+        const float d = ds4rt_rd_f16(blk->d);
+        for (int t = 0; t < T; t++) {
+            const int32_t S = hsum_i32(_mm256_madd_epi16(sc16y, loadu(r.bs[t] + b * 16)));
+            const int32_t A = _mm512_reduce_add_epi32(acc[t]) - 32 * S;
+            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A;
+        }
+    }
+    store_results(lanes, T, y, ys);
+}
+
+ALWAYS_INLINE uint64_t iq2_sign_mask(uint32_t aux) {
+    return (uint64_t)ds4rt_ksigns[aux & 127] | (uint64_t)ds4rt_ksigns[(aux >> 7) & 127] << 8 |
+           (uint64_t)ds4rt_ksigns[(aux >> 14) & 127] << 16 | (uint64_t)ds4rt_ksigns[(aux >> 21) & 127] << 24;
+}
+
+ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+    qk_rows r;
+    qk_rows_init(&r, a, t0, T);
+    float lanes[TMAX][8] = {{0}};
+    const uint64_t *G = ds4rt_iq2xxs_grid;
+    for (int64_t b = 0; b < a->cols / 256; b++) {
+        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
+        __m512i acc[TMAX];
+        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+        for (int s = 0; s < 8; s += 2) { /* two sub-blocks of 32 per register */
+            const uint8_t *p0 = blk->qs + 8 * s, *p1 = p0 + 8;
+            const uint32_t aux0 = ds4rt_rd_u32(p0 + 4), aux1 = ds4rt_rd_u32(p1 + 4);
+            const __m512i grid = _mm512_set_epi64((long long)G[p1[3]], (long long)G[p1[2]], (long long)G[p1[1]],
+                                                  (long long)G[p1[0]], (long long)G[p0[3]], (long long)G[p0[2]],
+                                                  (long long)G[p0[1]], (long long)G[p0[0]]);
+            const __mmask64 neg = (__mmask64)(iq2_sign_mask(aux0) | iq2_sign_mask(aux1) << 32);
+            const __m512i ls = counts((short)(2 * (aux0 >> 28) + 1), (short)(2 * (aux1 >> 28) + 1));
+            for (int t = 0; t < T; t++) {
+                const __m512i x = loadu512(r.xq[t] + b * 256 + 32 * s);
+                const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(grid, xs, ls));
+            }
+        }
+        const float d = ds4rt_rd_f16(blk->d);
+        for (int t = 0; t < T; t++)
+            lanes[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
+    }
+    store_results(lanes, T, y, ys);
+}
+
+/* ================= dispatch on the tile size ================= */
+
+#define DEF_DISPATCH(name, CALL)                                                                    \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, float *y,       \
+                           int64_t ys) {                                                            \
+        switch (n) {                                                                                \
+        case 1: CALL(1); break;                                                                     \
+        case 2: CALL(2); break;                                                                     \
+        case 3: CALL(3); break;                                                                     \
+        default: CALL(4); break;                                                                    \
+        }                                                                                           \
+    }
+
+#define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, y, ys)
+#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, y, ys)
+#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, y, ys)
+#define C_Q2_K(T) tile_q2_K(w, a, t0, T, y, ys)
+#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, y, ys)
+#define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, y, ys)
+#define C_Q6_K(T) tile_q6_K(w, a, t0, T, y, ys)
+#define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, y, ys)
+
+DEF_DISPATCH(q8_0, C_Q8_0)
+DEF_DISPATCH(q4_0, C_Q4_0)
+DEF_DISPATCH(mxfp4, C_MXFP4)
+DEF_DISPATCH(q2_K, C_Q2_K)
+DEF_DISPATCH(q4_K, C_Q4_K)
+DEF_DISPATCH(q5_K, C_Q5_K)
+DEF_DISPATCH(q6_K, C_Q6_K)
+DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
+
+const ds4rt_cpu_kernels ds4rt_kernels_avx512 = {
+    .name = "avx512",
+    .dot = {
+        [DS4RT_TYPE_F32] = dot_f32,
+        [DS4RT_TYPE_F16] = dot_f16,
+        [DS4RT_TYPE_BF16] = dot_bf16,
+        [DS4RT_TYPE_Q8_0] = dot_q8_0,
+        [DS4RT_TYPE_Q4_0] = dot_q4_0,
+        [DS4RT_TYPE_MXFP4] = dot_mxfp4,
+        [DS4RT_TYPE_Q2_K] = dot_q2_K,
+        [DS4RT_TYPE_Q4_K] = dot_q4_K,
+        [DS4RT_TYPE_Q5_K] = dot_q5_K,
+        [DS4RT_TYPE_Q6_K] = dot_q6_K,
+        [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
+    },
+};

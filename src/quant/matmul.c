@@ -1,0 +1,230 @@
+/*
+ * matmul.c - y = W x for quantised W (see matmul.h).
+ *
+ * 1. Each activation row is converted once (act_quant.c) into a per-thread scratch buffer that
+ *    grows as needed (no allocation per call once warm).
+ * 2. The rows of W are split across the pool. A thread walks its rows once per block of tokens
+ *    (sized to stay in L2) and calls the kernel for token tiles of up to DS4RT_TILE_TOK, so each
+ *    weight row is loaded once per token block and decoded once per tile.
+ * The kernels compute each (row, token) pair by one fixed sequence of operations, so neither the
+ * tiling nor the thread split changes any bit of y.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kernels.h"
+#include "matmul.h"
+#include "qtypes.h"
+
+/* ---------------- per-thread scratch ---------------- */
+
+typedef struct {
+    uint8_t *buf;
+    size_t cap;
+} scratch_buf;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void scratch_free(void *p) {
+    scratch_buf *s = p;
+    free(s->buf);
+    free(s);
+}
+
+static void scratch_init(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+/* A 64-byte aligned buffer of at least `bytes`, owned by the calling thread. */
+static uint8_t *scratch_get(size_t bytes) {
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_key_ok) return NULL;
+    scratch_buf *s = pthread_getspecific(scratch_key);
+    if (s == NULL) {
+        s = calloc(1, sizeof *s);
+        if (s == NULL || pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->cap < bytes) {
+        size_t cap = s->cap ? s->cap : 65536;
+        while (cap < bytes) cap *= 2;
+        void *nb = NULL;
+        if (posix_memalign(&nb, 64, cap) != 0) return NULL;
+        free(s->buf);
+        s->buf = nb;
+        s->cap = cap;
+    }
+    return s->buf;
+}
+
+/* ---------------- the product ---------------- */
+
+typedef struct {
+    ds4rt_dot_fn dot;
+    const uint8_t *w;
+    uint64_t row_bytes;
+    int64_t rows;
+    const ds4rt_act *act;
+    int64_t n_tok;
+    int64_t tok_block;
+    float *y;
+    const float *x;
+} mm_ctx;
+
+static void rows_worker(void *vctx, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const mm_ctx *c = vctx;
+    for (int64_t tb = 0; tb < c->n_tok; tb += c->tok_block) {
+        const int64_t te = tb + c->tok_block < c->n_tok ? tb + c->tok_block : c->n_tok;
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *wr = c->w + (size_t)r * c->row_bytes;
+            for (int64_t t = tb; t < te; t += DS4RT_TILE_TOK) {
+                const int nt = (int)(te - t < DS4RT_TILE_TOK ? te - t : DS4RT_TILE_TOK);
+                c->dot(wr, c->act, t, nt, c->y + t * c->rows + r, c->rows);
+            }
+        }
+    }
+}
+
+static void quant_worker(void *vctx, int64_t t0, int64_t t1, int thread) {
+    (void)thread;
+    const mm_ctx *c = vctx;
+    for (int64_t t = t0; t < t1; t++) ds4rt_act_quantize_row(c->act, t, c->x + t * c->act->cols);
+}
+
+/* Checks the arguments shared by ds4rt_matmul and the host entry point. */
+static ds4rt_status check_shape(uint32_t type, int64_t rows, int64_t cols, int64_t n_tok, uint64_t *row_bytes) {
+    const ds4rt_type_info *info = ds4rt_type_lookup(type);
+    if (info == NULL) return ds4rt_fail(DS4RT_ERR_UNSUPPORTED, "matmul: unknown tensor type id %u", type);
+    if (!ds4rt_type_is_computable(type))
+        return ds4rt_fail(DS4RT_ERR_UNSUPPORTED, "matmul: weight type %s is not supported by the CPU backend",
+                          info->name);
+    if (rows < 0 || cols <= 0 || n_tok < 0)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: bad shape rows=%lld cols=%lld n_tok=%lld",
+                          (long long)rows, (long long)cols, (long long)n_tok);
+    int ok;
+    const uint32_t at = ds4rt_act_type_for(type, &ok);
+    const int64_t blk = at == DS4RT_TYPE_Q8_K ? DS4RT_QK : at == DS4RT_TYPE_Q8_0 ? DS4RT_QK0 : 1;
+    if (cols % blk != 0 || cols % (int64_t)info->block_elems != 0)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: cols=%lld is not a multiple of the %s block (%lld)",
+                          (long long)cols, info->name, (long long)(blk > info->block_elems ? blk : info->block_elems));
+    if (cols > ((int64_t)1 << 40) || rows > ((int64_t)1 << 40) || n_tok > ((int64_t)1 << 40))
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: dimensions too large");
+    *row_bytes = (uint64_t)(cols / info->block_elems) * info->block_bytes;
+    return DS4RT_OK;
+}
+
+ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *x, int64_t n_tok, float *y) {
+    if (w == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: weight is NULL");
+    uint64_t need = 0;
+    ds4rt_status st = check_shape(w->type, w->rows, w->cols, n_tok, &need);
+    if (st != DS4RT_OK) return st;
+    if (w->row_bytes < need)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: row_bytes %llu < %llu needed by %lld columns",
+                          (unsigned long long)w->row_bytes, (unsigned long long)need, (long long)w->cols);
+    if (n_tok == 0 || w->rows == 0) return DS4RT_OK;
+    if (w->data == NULL || x == NULL || y == NULL)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: %s is NULL",
+                          w->data == NULL ? "weight data" : x == NULL ? "x" : "y");
+
+    const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
+    int ok;
+    ds4rt_act act;
+    ds4rt_act_layout(ds4rt_act_type_for(w->type, &ok), w->cols, &act);
+    uint64_t bytes;
+    if (!ds4rt_mul_u64((uint64_t)n_tok, act.stride, &bytes) || bytes > SIZE_MAX / 2)
+        return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "matmul: activation buffer too large");
+    act.base = scratch_get((size_t)bytes);
+    if (act.base == NULL)
+        return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "matmul: cannot allocate %llu bytes of activation scratch",
+                          (unsigned long long)bytes);
+
+    mm_ctx c = {
+        .dot = k->dot[w->type],
+        .w = w->data,
+        .row_bytes = w->row_bytes,
+        .rows = w->rows,
+        .act = &act,
+        .n_tok = n_tok,
+        .y = y,
+        .x = x,
+    };
+    if (c.dot == NULL)
+        return ds4rt_fail(DS4RT_ERR_INTERNAL, "matmul: CPU path %s has no kernel for a computable type", k->name);
+
+    /* convert activations: in parallel only when there is enough of them */
+    if (pool != NULL && n_tok >= 4 && n_tok * w->cols >= 32768)
+        ds4rt_pool_parallel_for(pool, n_tok, 1, quant_worker, &c);
+    else
+        quant_worker(&c, 0, n_tok, 0);
+
+    /* tokens per pass over a thread's rows: keep their activations within ~256 KiB of L2 */
+    int64_t tb = (int64_t)(262144 / act.stride) / DS4RT_TILE_TOK * DS4RT_TILE_TOK;
+    c.tok_block = tb < DS4RT_TILE_TOK ? DS4RT_TILE_TOK : tb;
+    /* rows per chunk: at least ~16 KiB of weights, so dispatch overhead stays small */
+    int64_t grain = (int64_t)(16384 / (w->row_bytes ? w->row_bytes : 1));
+    if (grain < 1) grain = 1;
+    ds4rt_pool_parallel_for(pool, w->rows, grain, rows_worker, &c);
+    return DS4RT_OK;
+}
+
+/* ---------------- host entry points (public API) ---------------- */
+
+static pthread_mutex_t host_mu = PTHREAD_MUTEX_INITIALIZER;
+static ds4rt_pool *host_pool;
+static int host_threads;
+
+DS4RT_API ds4rt_status ds4rt_matmul_host(uint32_t type, const void *w, int64_t rows, int64_t cols, const float *x,
+                                         int64_t n_tok, float *y, int n_threads) {
+    uint64_t rb = 0;
+    ds4rt_status st = check_shape(type, rows, cols, n_tok, &rb);
+    if (st != DS4RT_OK) return st;
+    if (n_threads <= 0) n_threads = ds4rt_cpu_count();
+    pthread_mutex_lock(&host_mu);
+    if (host_pool == NULL || host_threads != n_threads) {
+        ds4rt_pool_destroy(host_pool);
+        host_pool = NULL;
+        st = ds4rt_pool_create(n_threads, &host_pool);
+        host_threads = st == DS4RT_OK ? n_threads : 0;
+    }
+    if (st == DS4RT_OK) {
+        const ds4rt_weight wt = {.type = type, .data = w, .rows = rows, .cols = cols, .row_bytes = rb};
+        st = ds4rt_matmul(host_pool, &wt, x, n_tok, y);
+    }
+    pthread_mutex_unlock(&host_mu);
+    return st;
+}
+
+DS4RT_API ds4rt_status ds4rt_dequantize(uint32_t type, const void *src, int64_t n, float *dst) {
+    return ds4rt_dequantize_row(type, src, n, dst);
+}
+
+DS4RT_API ds4rt_status ds4rt_quantize_activation(uint32_t weight_type, const float *x, int64_t n, int8_t *q,
+                                                 float *scales) {
+    uint64_t rb = 0;
+    ds4rt_status st = check_shape(weight_type, 1, n, 1, &rb);
+    if (st != DS4RT_OK) return st;
+    int ok;
+    const uint32_t at = ds4rt_act_type_for(weight_type, &ok);
+    const int ints = at == DS4RT_TYPE_Q8_0 || at == DS4RT_TYPE_Q8_K;
+    if (x == NULL || scales == NULL || (ints && q == NULL))
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "quantize_activation: %s is NULL",
+                          x == NULL ? "x" : scales == NULL ? "scales" : "q");
+    ds4rt_act act;
+    ds4rt_act_layout(at, n, &act);
+    act.base = scratch_get(act.stride);
+    if (act.base == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "quantize_activation: out of memory");
+    ds4rt_act_quantize_row(&act, 0, x);
+    if (ints) {
+        const int64_t blk = at == DS4RT_TYPE_Q8_K ? DS4RT_QK : DS4RT_QK0;
+        memcpy(q, ds4rt_act_qs(&act, 0), (size_t)n);
+        memcpy(scales, ds4rt_act_d(&act, 0), (size_t)(n / blk) * sizeof(float));
+    } else {
+        memcpy(scales, ds4rt_act_f32(&act, 0), (size_t)n * sizeof(float));
+    }
+    return DS4RT_OK;
+}

@@ -1,0 +1,91 @@
+/*
+ * simd_avx2.h - AVX2 building blocks shared by kernels_avx2.c and kernels_avx512.c (included only
+ * by files compiled with at least -mavx2 -mf16c).
+ */
+#ifndef DS4RT_SIMD_AVX2_H
+#define DS4RT_SIMD_AVX2_H
+
+#include <immintrin.h>
+
+#include "kernels.h"
+#include "quant_tables.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define TMAX DS4RT_TILE_TOK
+
+ALWAYS_INLINE int32_t hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* The eight lane sums of s[0..7] as one vector [sum(s0), ..., sum(s7)] (exact integers). */
+ALWAYS_INLINE __m256i hsum8x8(const __m256i s[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(s[0], s[1]), h23 = _mm256_hadd_epi32(s[2], s[3]);
+    const __m256i h45 = _mm256_hadd_epi32(s[4], s[5]), h67 = _mm256_hadd_epi32(s[6], s[7]);
+    const __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+/* sum of w*x over pairs of bytes -> 8 x i32; w any int8, x in [-127, 127]. */
+ALWAYS_INLINE __m256i dot_i8(__m256i w, __m256i x) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* u8 q (< 64) times int8 x, pairs summed and scaled by the i16 lanes of sc -> 8 x i32. */
+ALWAYS_INLINE __m256i dot_u8_scaled(__m256i q, __m256i x, __m256i sc) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), sc);
+}
+
+ALWAYS_INLINE __m256i loadu(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* 16 packed nibbles -> 32 bytes: low nibbles first, then high nibbles. */
+ALWAYS_INLINE __m256i nibbles32(const uint8_t *q16) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)q16);
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
+}
+
+/* From 16 i16 scales, the vector [s[2g] x8 | s[2g+1] x8] (the scales of elements 32g..32g+31). */
+ALWAYS_INLINE __m256i scale_pair(__m256i s16, int g) {
+    const __m256i ctrl = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2,
+                                          3, 2, 3, 2, 3, 2, 3);
+    return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(s16, _mm256_set1_epi32(g)), ctrl);
+}
+
+/* Block kinds of 32-element blocks: 0 = Q8_0 (34 B), 1 = Q4_0 (18 B), 2 = MXFP4 (17 B). */
+ALWAYS_INLINE __m256 f16x8_strided(const uint8_t *p, size_t stride) {
+    const __m128i h = _mm_setr_epi16(
+        (short)ds4rt_rd_u16(p), (short)ds4rt_rd_u16(p + stride), (short)ds4rt_rd_u16(p + 2 * stride),
+        (short)ds4rt_rd_u16(p + 3 * stride), (short)ds4rt_rd_u16(p + 4 * stride), (short)ds4rt_rd_u16(p + 5 * stride),
+        (short)ds4rt_rd_u16(p + 6 * stride), (short)ds4rt_rd_u16(p + 7 * stride));
+    return _mm256_cvtph_ps(h);
+}
+
+/* The signed int8 weights of one block. */
+ALWAYS_INLINE __m256i decode_blk32(int kind, const uint8_t *blk) {
+    if (kind == 0) return loadu(blk + 2);
+    if (kind == 1) return _mm256_sub_epi8(nibbles32(blk + 2), _mm256_set1_epi8(8));
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)ds4rt_mxfp4_values));
+    return _mm256_shuffle_epi8(table, nibbles32(blk + 1));
+}
+
+ALWAYS_INLINE float scale_blk32(int kind, const uint8_t *blk) {
+    return kind == 2 ? ds4rt_e8m0_half(blk[0]) : ds4rt_rd_f16(blk);
+}
+
+/* The f32 scales of 8 consecutive blocks of `bsz` bytes. */
+ALWAYS_INLINE __m256 scales8_blk32(int kind, const uint8_t *wb, size_t bsz) {
+    if (kind != 2) return f16x8_strided(wb, bsz);
+    float e[8];
+    for (int k = 0; k < 8; k++) e[k] = ds4rt_e8m0_half(wb[k * bsz]);
+    return _mm256_loadu_ps(e);
+}
+
+ALWAYS_INLINE void store_results(float lanes[][8], int T, float *y, int64_t ys) {
+    for (int t = 0; t < T; t++) y[t * ys] = ds4rt_reduce8(lanes[t]);
+}
+
+#endif /* DS4RT_SIMD_AVX2_H */
