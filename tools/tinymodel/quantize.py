@@ -22,7 +22,7 @@ QK_K = 256
 # ---------------------------------------------------------------------------------------------
 
 
-def _fit_scale_min(x: np.ndarray, nmax: int, n_candidates: int = 16):
+def _fit_scale_min(x: np.ndarray, nmax: int, n_candidates: int = 10):
     """Per row of x (shape [n, m]) find scale >= 0 and mn >= 0 minimising sum (scale*q - mn - x)^2.
 
     Candidate grid spacings around (max - min) / nmax give integer assignments; for each the
@@ -170,7 +170,7 @@ def iq2xxs_grid() -> np.ndarray:
     return _GRID
 
 
-_IQ2_TOPS = (25.0, 31.0, 37.0, 43.0, 50.0)
+_IQ2_TOPS = (28.0, 36.0, 44.0)
 
 
 def _iq2_search(a: np.ndarray, neg_odd: np.ndarray, flip_j: np.ndarray, amax: np.ndarray):
@@ -194,7 +194,7 @@ def _iq2_search(a: np.ndarray, neg_odd: np.ndarray, flip_j: np.ndarray, amax: np
         odd = neg_odd[lo : lo + chunk].reshape(-1)
         af = aa[np.arange(n), fj]
         base = -2.0 * (aa @ grid.T)
-        base += np.where(odd[:, None], 4.0 * af[:, None] * grid[:, fj].T, 0.0)
+        base[odd] += 4.0 * af[odd, None] * grid[:, fj[odd]].T
         a2 = (aa * aa).sum(axis=1)
         best_e = np.full(n // 4, np.inf, dtype=np.float32)
         for gtop in _IQ2_TOPS:
@@ -268,7 +268,11 @@ def encode(x: np.ndarray, qtype: QT) -> np.ndarray:
     if qtype == QT.F16:
         return x.astype(np.float16)
     if qtype in (QT.BF16, QT.Q8_0):
-        return gq.quantize(x, qtype)
+        # gguf-py's own block encoder, applied to all blocks at once (gq.quantize would loop
+        # over row groups in Python)
+        cls = gq.Q8_0 if qtype == QT.Q8_0 else gq.BF16
+        blocks = cls.quantize_blocks(x.reshape(-1, cls.block_size))
+        return blocks.reshape(*x.shape[:-1], x.shape[-1] // cls.block_size * cls.type_size)
     if qtype in _OWN:
         return _OWN[qtype](x)
     raise ValueError(f"no encoder for {qtype.name}")

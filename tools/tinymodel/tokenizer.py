@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 
 from . import corpus
@@ -177,7 +178,9 @@ def _train_merges(text: str, n_new: int) -> tuple[list[str], list[str]]:
     return merges, new_tokens
 
 
+@functools.lru_cache(maxsize=4)
 def tiny_tokenizer(vocab_size: int) -> Tokenizer:
+    """The trained tiny vocabulary (cached per process: treat the result as read-only)."""
     n_fixed = len(LEADING_SPECIALS) + 256 + len(TRAILING_ADDED)
     if vocab_size <= n_fixed:
         raise ValueError(f"vocab_size must exceed {n_fixed}")
