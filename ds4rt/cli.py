@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import _core
+from . import _core, cli_generate
 from .errors import Ds4rtError
 
 # Arrays longer than this are cut in `info --json` unless --full or --max-array is given
@@ -36,6 +36,7 @@ def _build_parser() -> argparse.ArgumentParser:
         epilog="subcommands: info PATH (run `ds4-cli info --help`)",
     )
     p.add_argument("--version", action="store_true", help="print version and build info")
+    cli_generate.add_arguments(p)
     return p
 
 
@@ -209,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     except Ds4rtError as e:
         print(f"ds4-cli: error: {e}", file=sys.stderr)
         return 1
+    if args.prompt is not None or args.ids is not None:
+        return cli_generate.run(args)
     _build_parser().print_help()
     return 0
 

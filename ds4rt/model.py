@@ -97,7 +97,7 @@ class Session:
         self._s.set_capture(list(layers))
 
     def capture(self, slot: int) -> tuple[int, np.ndarray]:
-        """(first position, rows [n, n_embd]) captured for capture slot ``slot`` in the last pass."""
+        """(first position, rows [n, n_embd]) captured for slot ``slot`` in the last pass."""
         return self._s.capture(slot)
 
     def set_trace(self, fn: Callable[[int, str, int, np.ndarray], None] | None) -> None:
@@ -105,7 +105,9 @@ class Session:
         if fn is None:
             self._s.set_trace(None)
         else:
-            self._s.set_trace(lambda layer, stage, pos, data: fn(layer, TRACE_STAGES[stage], pos, data))
+            self._s.set_trace(
+                lambda layer, stage, pos, data: fn(layer, TRACE_STAGES[stage], pos, data)
+            )
 
     def generate(
         self,
@@ -131,8 +133,15 @@ class Session:
 class Sampler:
     """The C sampler: logits/T -> softmax -> top-k -> top-p -> min-p -> draw (seeded)."""
 
-    def __init__(self, n_vocab: int, temperature: float = 0.0, top_k: int = 0,
-                 top_p: float = 1.0, min_p: float = 0.0, seed: int = 0):
+    def __init__(
+        self,
+        n_vocab: int,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        seed: int = 0,
+    ):
         self._s = _core._Sampler(n_vocab, temperature, top_k, top_p, min_p, seed)
 
     def sample(self, logits: np.ndarray) -> int:

@@ -125,7 +125,9 @@ def matmul(raw_weight, qtype: str | int, rows: int, cols: int, x, n_threads: int
     one = xa.ndim == 1
     if one:
         xa = xa[None, :]
-    y = _core.quant_matmul(_as_bytes(raw_weight), type_id(qtype), int(rows), int(cols), xa, int(n_threads))
+    y = _core.quant_matmul(
+        _as_bytes(raw_weight), type_id(qtype), int(rows), int(cols), xa, int(n_threads)
+    )
     return y[0] if one else y
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 from gguf.quants import quant_shape_to_byte_shape
+
+from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
 KEEP = object()
 
@@ -30,7 +31,8 @@ def rewrite(
     set_keys: dict | None = None,
     drop_keys: tuple[str, ...] = (),
     drop_tensors: tuple[str, ...] = (),
-    tensor_edit: Callable[[str, np.ndarray, GGMLQuantizationType, tuple], tuple | None] | None = None,
+    tensor_edit: Callable[[str, np.ndarray, GGMLQuantizationType, tuple], tuple | None]
+    | None = None,
 ) -> None:
     """Writes `src` to `dst` with edits.
 
@@ -67,7 +69,9 @@ def rewrite(
             w.add_tensor(t.name, data.reshape(tuple(reversed(ne))), raw_dtype=ttype)
         else:
             shape = quant_shape_to_byte_shape(tuple(reversed(ne)), ttype)
-            w.add_tensor(t.name, data.view(np.uint8).reshape(shape), raw_shape=shape, raw_dtype=ttype)
+            w.add_tensor(
+                t.name, data.view(np.uint8).reshape(shape), raw_shape=shape, raw_dtype=ttype
+            )
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
 from gguf_rewrite import rewrite
 from tiny_models import model as tiny
 from tinymodel import configs
 
 import ds4rt
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,9 @@ def test_info_matches_the_generated_config(float_model):
     assert info["n_expert"] == cfg.E and info["n_expert_used"] == cfg.k and info["n_hc"] == 4
     assert info["bos_id"] == 0 and info["eos_id"] == 1
     assert info["numerics"] == "official"
-    assert ds4rt.Model(str(float_model.target), numerics="llama.cpp").info["numerics"] == "llama.cpp"
+    assert (
+        ds4rt.Model(str(float_model.target), numerics="llama.cpp").info["numerics"] == "llama.cpp"
+    )
 
 
 def broken(float_model, tmp_path, **edits) -> str:
@@ -38,7 +40,9 @@ def broken(float_model, tmp_path, **edits) -> str:
 
 def test_missing_tensor_is_named(float_model, tmp_path):
     path = broken(float_model, tmp_path, drop_tensors=("blk.2.attn_compressor_ape.weight",))
-    with pytest.raises(ds4rt.errors.NotFoundError, match=r"blk\.2\.attn_compressor_ape\.weight is missing"):
+    with pytest.raises(
+        ds4rt.errors.NotFoundError, match=r"blk\.2\.attn_compressor_ape\.weight is missing"
+    ):
         ds4rt.Model(path)
 
 
@@ -49,7 +53,9 @@ def test_wrong_shape_is_named(float_model, tmp_path):
         return None
 
     path = broken(float_model, tmp_path, tensor_edit=edit)
-    with pytest.raises(ds4rt.errors.FormatError, match=r"blk\.1\.attn_kv\.weight has shape \[64, 79\]"):
+    with pytest.raises(
+        ds4rt.errors.FormatError, match=r"blk\.1\.attn_kv\.weight has shape \[64, 79\]"
+    ):
         ds4rt.Model(path)
 
 
@@ -61,7 +67,9 @@ def test_type_without_cpu_kernels_is_refused(float_model, tmp_path):
         return None
 
     path = broken(float_model, tmp_path, tensor_edit=edit)
-    with pytest.raises(ds4rt.errors.UnsupportedError, match=r"blk\.0\.attn_q_a\.weight has type IQ4_NL"):
+    with pytest.raises(
+        ds4rt.errors.UnsupportedError, match=r"blk\.0\.attn_q_a\.weight has type IQ4_NL"
+    ):
         ds4rt.Model(path)
 
 
@@ -81,18 +89,40 @@ def test_hash_table_out_of_range_expert_is_refused(float_model, tmp_path):
 @pytest.mark.parametrize(
     ("edits", "error", "pattern"),
     [
-        ({"drop_keys": ("deepseek4.attention.sliding_window",)}, ds4rt.errors.NotFoundError,
-         r"deepseek4\.attention\.sliding_window is missing"),
-        ({"set_keys": {"deepseek4.expert_gating_func": (1, VT.UINT32)}}, ds4rt.errors.UnsupportedError,
-         "expert_gating_func = 1"),
-        ({"set_keys": {"deepseek4.attention.output_group_count": (3, VT.UINT32)}}, ds4rt.errors.FormatError,
-         "output_group_count 3 must divide head_count 4"),
-        ({"set_keys": {"deepseek4.attention.compress_ratios": ([0, 4, 1, 4], VT.ARRAY, VT.UINT32)}},
-         ds4rt.errors.FormatError, r"compress_ratios\[2\] = 1"),
-        ({"set_keys": {"deepseek4.block_count": (5, VT.UINT32)}}, ds4rt.errors.FormatError,
-         "fewer than block_count 5"),
-        ({"set_keys": {"general.architecture": ("llama", VT.STRING)}}, ds4rt.errors.UnsupportedError,
-         "expected 'deepseek4'"),
+        (
+            {"drop_keys": ("deepseek4.attention.sliding_window",)},
+            ds4rt.errors.NotFoundError,
+            r"deepseek4\.attention\.sliding_window is missing",
+        ),
+        (
+            {"set_keys": {"deepseek4.expert_gating_func": (1, VT.UINT32)}},
+            ds4rt.errors.UnsupportedError,
+            "expert_gating_func = 1",
+        ),
+        (
+            {"set_keys": {"deepseek4.attention.output_group_count": (3, VT.UINT32)}},
+            ds4rt.errors.FormatError,
+            "output_group_count 3 must divide head_count 4",
+        ),
+        (
+            {
+                "set_keys": {
+                    "deepseek4.attention.compress_ratios": ([0, 4, 1, 4], VT.ARRAY, VT.UINT32)
+                }
+            },
+            ds4rt.errors.FormatError,
+            r"compress_ratios\[2\] = 1",
+        ),
+        (
+            {"set_keys": {"deepseek4.block_count": (5, VT.UINT32)}},
+            ds4rt.errors.FormatError,
+            "fewer than block_count 5",
+        ),
+        (
+            {"set_keys": {"general.architecture": ("llama", VT.STRING)}},
+            ds4rt.errors.UnsupportedError,
+            "expected 'deepseek4'",
+        ),
     ],
 )
 def test_bad_metadata_is_named(float_model, tmp_path, edits, error, pattern):

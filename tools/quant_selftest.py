@@ -91,7 +91,9 @@ def build(cc: str, out: str, static: bool) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cc", default=os.environ.get("CC", "cc"), help="C compiler (default: %(default)s)")
+    ap.add_argument(
+        "--cc", default=os.environ.get("CC", "cc"), help="C compiler (default: %(default)s)"
+    )
     ap.add_argument("--out", default=None, help="path of the binary (default: a temporary file)")
     ap.add_argument("--run", default="", help="command prefix to run it with, e.g. 'qemu-aarch64'")
     ap.add_argument("--static", action="store_true", help="link statically")

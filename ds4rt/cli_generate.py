@@ -1,0 +1,88 @@
+"""ds4-cli generation mode: one-shot generation on a deepseek4 model.
+
+    ds4-cli [-m TARGET] -p PROMPT [-n N] [--temp T --top-k K --top-p P --min-p M --seed S]
+    ds4-cli [-m TARGET] --ids 0,17,42 [-n N] ...
+
+Greedy by default. Without -m the embedded default model (a tiny random-weight deepseek4 file
+shipped in the package, ds4rt/data/) is used, so the command runs on a fresh install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import data
+from .errors import Ds4rtError
+from .model import NUMERICS, Model
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("generation")
+    g.add_argument("-m", "--model", help="target GGUF (default: the embedded tiny model)")
+    g.add_argument("-p", "--prompt", help="prompt text")
+    g.add_argument("--ids", help="prompt as comma-separated token ids instead of text")
+    g.add_argument(
+        "-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)"
+    )
+    g.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default)")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--min-p", type=float, default=0.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--numerics", choices=NUMERICS, default="official")
+    g.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all)")
+    g.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens")
+    g.add_argument(
+        "--ignore-eos", action="store_true", help="do not stop at the end-of-sequence token"
+    )
+    g.add_argument("--json", action="store_true", help="print a JSON record instead of text")
+
+
+def _prompt_ids(args: argparse.Namespace, model: Model) -> list[int]:
+    if args.ids is not None:
+        try:
+            return [int(x) for x in args.ids.replace(" ", "").split(",") if x]
+        except ValueError as e:
+            raise SystemExit(
+                f"ds4-cli: error: --ids must be comma-separated integers ({e})"
+            ) from None
+    raise SystemExit("ds4-cli: error: text prompts need the tokenizer; pass --ids")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.prompt is None and args.ids is None:
+        print("ds4-cli: error: give a prompt with -p TEXT or --ids IDS", file=sys.stderr)
+        return 2
+    path = args.model or data.default_target()
+    try:
+        model = Model(path, numerics=args.numerics, n_threads=args.threads)
+        prompt = _prompt_ids(args, model)
+        session = model.session(n_ctx=args.ctx)
+        t0 = time.perf_counter()
+        out = session.generate(
+            prompt,
+            max_tokens=args.n_predict,
+            temperature=args.temp,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            min_p=args.min_p,
+            seed=args.seed,
+            stop_at_eos=not args.ignore_eos,
+        )
+        dt = time.perf_counter() - t0
+    except Ds4rtError as e:
+        print(f"ds4-cli: error: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump({"model": path, "prompt_ids": prompt, "ids": out, "seconds": dt}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(",".join(str(t) for t in out))
+        print(
+            f"ds4-cli: {len(prompt)} prompt + {len(out)} generated tokens in {dt:.3f} s",
+            file=sys.stderr,
+        )
+    return 0

@@ -1,0 +1,62 @@
+"""ds4-cli generation mode and the embedded default model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from tiny_models import model as tiny
+
+import ds4rt
+from ds4rt import cli, data
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    # run outside the source tree, whose ds4rt/ has no compiled extension
+    cwd = os.path.dirname(data.default_target())
+    return subprocess.run(
+        [sys.executable, "-m", "ds4rt.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
+
+
+def test_embedded_default_model_is_the_generator_output(tmp_path_factory):
+    r = tiny(tmp_path_factory, "float", seed=0)
+    assert open(data.default_target(), "rb").read() == open(r.target, "rb").read()
+    assert open(data.default_support(), "rb").read() == open(r.support, "rb").read()
+
+
+def test_greedy_generation_on_the_default_model_matches_the_api(capsys):
+    assert cli.main(["--ids", "0,5,9,100", "-n", "12", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    s = ds4rt.Model(data.default_target()).session()
+    assert rec["ids"] == s.generate([0, 5, 9, 100], max_tokens=12)
+    assert rec["prompt_ids"] == [0, 5, 9, 100] and len(rec["ids"]) <= 12
+
+
+def test_sampling_options_are_reproducible(capsys):
+    argv = ["--ids", "0,7", "-n", "10", "--temp", "0.9", "--top-k", "40", "--seed", "5", "--json"]
+    cli.main(argv)
+    a = json.loads(capsys.readouterr().out)["ids"]
+    cli.main(argv)
+    b = json.loads(capsys.readouterr().out)["ids"]
+    assert a == b
+
+
+def test_errors_exit_nonzero_with_a_message(tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 10)
+    r = run_cli("-m", str(bad), "--ids", "0")
+    assert r.returncode == 1 and "ds4-cli: error:" in r.stderr
+    r = run_cli("--ids", "0,999999")
+    assert r.returncode == 1 and "outside the vocabulary" in r.stderr
+    r = run_cli("--ids", "0,x")
+    assert r.returncode != 0 and "--ids" in r.stderr
+
+
+@pytest.mark.parametrize("numerics", ["official", "llama.cpp"])
+def test_numerics_switch(capsys, numerics):
+    assert cli.main(["--ids", "0,3", "-n", "4", "--numerics", numerics, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["ids"]) == 4
