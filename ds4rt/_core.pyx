@@ -73,4 +73,5 @@ def gpu_expand_q8_0_f16(blocks):
     return out.view(np.float16)
 
 
+include "_gguf.pxi"
 include "_tok.pxi"

@@ -4,6 +4,8 @@
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, malloc
 
+import os
+
 cdef extern from "ds4rt.h":
     ctypedef struct ds4rt_tokenizer:
         pass
@@ -75,6 +77,15 @@ cdef extern from "ds4rt.h":
 
 cdef extern from "ds4rt.h":
     int DS4RT_ERR_OUT_OF_RANGE_ "DS4RT_ERR_OUT_OF_RANGE"
+
+# The GGUF reader, under names of this file's own (_gguf.pxi declares the same C entities).
+cdef extern from "ds4rt.h":
+    ctypedef struct tk_gguf "ds4rt_gguf":
+        pass
+    ds4rt_status tk_gguf_open "ds4rt_gguf_open"(const char *path, tk_gguf **out) nogil
+    void tk_gguf_close "ds4rt_gguf_close"(tk_gguf *gguf) nogil
+    ds4rt_status tk_tokenizer_from_gguf "ds4rt_tokenizer_from_gguf"(const tk_gguf *gguf,
+                                                                   ds4rt_tokenizer **out) nogil
 
 
 cdef class _StringArray:
@@ -151,6 +162,22 @@ cdef class _Tokenizer:
         cdef ds4rt_status st
         with nogil:
             st = ds4rt_tokenizer_from_arrays(&a, &t.ptr)
+        check(st)
+        return t
+
+    @staticmethod
+    def from_gguf(path):
+        """From the tokenizer.* metadata of a GGUF file (opened, read, closed)."""
+        cdef bytes p = os.fsencode(path)
+        cdef const char *cp = p
+        cdef tk_gguf *g = NULL
+        cdef _Tokenizer t = _Tokenizer.__new__(_Tokenizer)
+        cdef ds4rt_status st
+        with nogil:
+            st = tk_gguf_open(cp, &g)
+            if st == DS4RT_OK:
+                st = tk_tokenizer_from_gguf(g, &t.ptr)
+                tk_gguf_close(g)
         check(st)
         return t
 

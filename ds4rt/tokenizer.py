@@ -17,6 +17,7 @@ U+FFFD like any invalid sequence); ``bytes`` are taken as they are. See docs/TOK
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from . import _core
@@ -150,6 +151,12 @@ class Tokenizer:
 
     def __init__(self, core: object):
         self._t = core
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike[str]) -> Tokenizer:
+        """From the tokenizer.* metadata of a GGUF file (a model, or a vocabulary-only file
+        such as tools/convert_tokenizer.py writes). The file is closed again."""
+        return cls(_core._Tokenizer.from_gguf(path))
 
     @classmethod
     def from_arrays(
