@@ -78,14 +78,30 @@ static int grow_table(ds4rt_piece_cache *c) {
     return 1;
 }
 
-static int arena_fit(void **buf, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 1;
-    size_t cap2 = *cap ? *cap : 4096;
-    while (cap2 < need) cap2 *= 2;
-    void *p = realloc(*buf, cap2 * elem);
+/* Capacity (elements) that holds `need`, doubling from `cap`. */
+static size_t grown(size_t cap, size_t need) {
+    size_t c = cap ? cap : 4096;
+    while (c < need) c *= 2;
+    return c;
+}
+
+static int keys_fit(ds4rt_piece_cache *c, size_t need) {
+    if (need <= c->keys_cap) return 1;
+    size_t cap = grown(c->keys_cap, need);
+    uint8_t *p = realloc(c->keys, cap);
     if (!p) return 0;
-    *buf = p;
-    *cap = cap2;
+    c->keys = p;
+    c->keys_cap = cap;
+    return 1;
+}
+
+static int ids_fit(ds4rt_piece_cache *c, size_t need) {
+    if (need <= c->ids_cap) return 1;
+    size_t cap = grown(c->ids_cap, need);
+    int32_t *p = realloc(c->ids, cap * sizeof *p);
+    if (!p) return 0;
+    c->ids = p;
+    c->ids_cap = cap;
     return 1;
 }
 
@@ -101,8 +117,7 @@ void ds4rt_piece_cache_put(ds4rt_piece_cache *c, const uint8_t *p, size_t n, uin
         c->full = 1;
         return;
     }
-    if (!arena_fit((void **)&c->keys, &c->keys_cap, c->keys_len + n, 1) ||
-        !arena_fit((void **)&c->ids, &c->ids_cap, c->ids_len + n_ids, sizeof(int32_t))) {
+    if (!keys_fit(c, c->keys_len + n) || !ids_fit(c, c->ids_len + n_ids)) {
         c->full = 1;
         return;
     }
