@@ -117,13 +117,18 @@ cdef class _StringArray:
 
 
 cdef class _Tokenizer:
-    """Owner of a ds4rt_tokenizer handle (see ds4rt.tokenizer.Tokenizer)."""
+    """A ds4rt_tokenizer handle (see ds4rt.tokenizer.Tokenizer), freed with this object unless
+    `borrowed`. Another .pxi can wrap a tokenizer that an object of its own holds (e.g. a
+    model's): t = _Tokenizer.__new__(_Tokenizer); t.ptr = ...; t.borrowed = True;
+    t.owner = that_object (kept alive); then ds4rt.tokenizer.Tokenizer(t)."""
     cdef ds4rt_tokenizer *ptr
+    cdef bint borrowed
+    cdef object owner
 
     def __dealloc__(self):
-        if self.ptr != NULL:
+        if self.ptr != NULL and not self.borrowed:
             ds4rt_tokenizer_free(self.ptr)
-            self.ptr = NULL
+        self.ptr = NULL
 
     @staticmethod
     def from_arrays(tokens, merges, token_types=None, int32_t bos_id=-1, int32_t eos_id=-1,
