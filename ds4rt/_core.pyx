@@ -78,3 +78,4 @@ def gpu_expand_q8_0_f16(blocks):
 include "_model.pxi"
 include "_gguf.pxi"
 include "_quant.pxi"
+include "_tok.pxi"

@@ -2,6 +2,8 @@
 
 ds4-cli info PATH [--json [--full | --max-array N]] [--tensors]
                                  summary of a GGUF file (exit 1 with the error on a bad file)
+ds4-cli tokenize (--model GGUF | --vocab GGUF) [TEXT | --decode IDS]
+                                 text -> token ids, or ids -> text (`ds4-cli tokenize --help`)
 ds4-cli --version                version and build info
 ds4-cli [generation options]     everything that is not a subcommand is generation mode
 
@@ -33,7 +35,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ds4-cli",
         description=__doc__.splitlines()[0],
-        epilog="subcommands: info PATH (run `ds4-cli info --help`)",
+        epilog="subcommands: info PATH, tokenize (run `ds4-cli SUBCOMMAND --help`)",
     )
     p.add_argument("--version", action="store_true", help="print version and build info")
     cli_generate.add_arguments(p)
@@ -190,6 +192,15 @@ def _info_main(argv: list[str]) -> int:
 
 
 SUBCOMMANDS["info"] = _info_main
+
+
+def _tokenize_main(argv: list[str]) -> int:
+    from . import cli_tokenize
+
+    return cli_tokenize.main(argv)
+
+
+SUBCOMMANDS["tokenize"] = _tokenize_main
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -111,7 +111,7 @@ def _val(reader, key):
 # ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", ["float", "quant"])
+@pytest.mark.parametrize("config", ["float", pytest.param("quant", marks=pytest.mark.slow)])
 def test_same_seed_same_bytes(tmp_path, tmp_path_factory, config):
     import tinymodel
 

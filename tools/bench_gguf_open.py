@@ -96,9 +96,8 @@ def inventory(qt) -> list[tuple[str, list[int], object]]:
 
 def write_header(path: str) -> tuple[int, int]:
     """Writes the header and extends the file to its full size. Returns (tensors, size)."""
-    import numpy as np
-
     import gguf
+    import numpy as np
 
     qt = gguf.GGMLQuantizationType
     w = gguf.GGUFWriter(path, arch="deepseek4")

@@ -177,35 +177,41 @@ _IQ2_TOPS = (28.0, 36.0, 44.0)
 def _iq2_search(a: np.ndarray, neg_odd: np.ndarray, flip_j: np.ndarray, amax: np.ndarray):
     """Grid points for every 8-group (a = |x|, [n_sub, 4, 8]) at the best of a few sub-scales.
 
-    For a sub-scale s the error of grid point g is sum (a - s*g)^2, plus 4*s*g_j*a_j when the
-    group has an odd number of negatives and element j (its smallest |x|, flip_j) takes the
-    forced sign. Everything but s is precomputed, so each candidate scale costs one pass.
+    For sub-scale s the squared error of grid point g, less the constant sum a^2, is
+    sum_j (-2 a_j) s g_j + s^2 |g|^2, plus 4 s a_f g_f when the group has an odd number of
+    negatives and its smallest |x| (element f = flip_j) takes the forced sign. Both extra terms are
+    linear in g, so after dividing by s one matrix product scores all 256 points:
+    [a', s] @ [grid^T; |g|^2] with a' = -2a + 4 a_f e_f (odd groups only).
     Candidate scales map the sub-block's largest |x| to grid values around the top (43).
     Returns the grid indices [n_sub, 4].
     """
     grid = iq2xxs_grid().astype(np.float32)
-    g2 = (grid * grid).sum(axis=1)  # [256]
+    g9 = np.ascontiguousarray(np.vstack([grid.T, (grid * grid).sum(axis=1)[None, :]]))  # [9, 256]
     n_sub = a.shape[0]
     best_idx = np.zeros((n_sub, 4), dtype=np.int64)
-    chunk = 2048  # sub-blocks per pass: [2048*4, 256] float32 working arrays
+    chunk = 2048  # sub-blocks per pass: [2048*4, 256] float32 scores
     for lo in range(0, n_sub, chunk):
         aa = a[lo : lo + chunk].reshape(-1, 8).astype(np.float32)
         n = aa.shape[0]
+        rows = np.arange(n)
         fj = flip_j[lo : lo + chunk].reshape(-1)
         odd = neg_odd[lo : lo + chunk].reshape(-1)
-        af = aa[np.arange(n), fj]
-        base = -2.0 * (aa @ grid.T)
-        base[odd] += 4.0 * af[odd, None] * grid[:, fj[odd]].T
+        a9 = np.empty((n, 9), dtype=np.float32)
+        a9[:, :8] = -2.0 * aa
+        a9[rows, fj] += np.where(odd, 4.0 * aa[rows, fj], 0.0)
         a2 = (aa * aa).sum(axis=1)
         best_e = np.full(n // 4, np.inf, dtype=np.float32)
+        cur = best_idx[lo : lo + chunk]
         for gtop in _IQ2_TOPS:
             s = np.repeat(amax[lo : lo + chunk] / gtop, 4).astype(np.float32)
-            e = base + s[:, None] * g2[None, :]
+            a9[:, 8] = s
+            # [n, 256]: error / s, less a2 / s. einsum, not @: a K=9 product is memory bound
+            # and multi-threaded BLAS only adds overhead here
+            e = np.einsum("nk,km->nm", a9, g9)
             i = e.argmin(axis=1)
-            err = (a2 + s * e[np.arange(n), i]).reshape(-1, 4).sum(axis=1)
+            err = (a2 + s * e[rows, i]).reshape(-1, 4).sum(axis=1)
             better = err < best_e
             best_e = np.where(better, err, best_e)
-            cur = best_idx[lo : lo + chunk]
             cur[:] = np.where(better[:, None], i.reshape(-1, 4), cur)
     return best_idx
 
