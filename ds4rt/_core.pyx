@@ -75,7 +75,7 @@ def gpu_expand_q8_0_f16(blocks):
     return out.view(np.float16)
 
 
-include "_model.pxi"
 include "_gguf.pxi"
 include "_quant.pxi"
 include "_tok.pxi"
+include "_model.pxi"

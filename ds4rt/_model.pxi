@@ -61,6 +61,7 @@ cdef extern from "ds4rt.h":
                                   ds4rt_model **out) nogil
     void ds4rt_model_free(ds4rt_model *model)
     ds4rt_status ds4rt_model_get_info(const ds4rt_model *model, ds4rt_model_info *out)
+    const ds4rt_tokenizer *ds4rt_model_tokenizer(const ds4rt_model *model)
     ds4rt_session_params ds4rt_session_default_params()
     ds4rt_status ds4rt_session_create(ds4rt_model *model, const ds4rt_session_params *params,
                                       ds4rt_session **out) nogil
@@ -112,6 +113,17 @@ cdef class _Model:
         if self.ptr != NULL:
             ds4rt_model_free(self.ptr)
             self.ptr = NULL
+
+    def tokenizer(self):
+        """The model's own tokenizer (borrowed; keeps the model alive), or None."""
+        cdef const ds4rt_tokenizer *tp = ds4rt_model_tokenizer(self.ptr)
+        if tp == NULL:
+            return None
+        cdef _Tokenizer t = _Tokenizer.__new__(_Tokenizer)
+        t.ptr = <ds4rt_tokenizer *>tp
+        t.borrowed = True
+        t.owner = self
+        return t
 
     def info(self):
         cdef ds4rt_model_info info

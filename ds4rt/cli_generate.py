@@ -3,8 +3,11 @@
     ds4-cli [-m TARGET] -p PROMPT [-n N] [--temp T --top-k K --top-p P --min-p M --seed S]
     ds4-cli [-m TARGET] --ids 0,17,42 [-n N] ...
 
-Greedy by default. Without -m the embedded default model (a tiny random-weight deepseek4 file
-shipped in the package, ds4rt/data/) is used, so the command runs on a fresh install.
+The prompt is rendered with DeepSeek V4's chat template (BOS, <｜User｜>PROMPT<｜Assistant｜>,
+then </think> or, with --think, <think>) unless --raw asks for BOS + the text as is. The output
+is streamed as text through the model's tokenizer. Greedy by default. Without -m the embedded
+default model (a tiny random-weight deepseek4 file shipped in the package, ds4rt/data/) is used,
+so the command runs on a fresh install; its output is meaningless text.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("-m", "--model", help="target GGUF (default: the embedded tiny model)")
     g.add_argument("-p", "--prompt", help="prompt text")
     g.add_argument("--ids", help="prompt as comma-separated token ids instead of text")
+    g.add_argument("--raw", action="store_true", help="no chat template: BOS + the prompt text")
+    g.add_argument("--system", help="system text (chat template)")
+    g.add_argument("--think", action="store_true", help="thinking mode (chat template)")
     g.add_argument(
         "-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)"
     )
@@ -49,7 +55,13 @@ def _prompt_ids(args: argparse.Namespace, model: Model) -> list[int]:
             raise SystemExit(
                 f"ds4-cli: error: --ids must be comma-separated integers ({e})"
             ) from None
-    raise SystemExit("ds4-cli: error: text prompts need the tokenizer; pass --ids")
+    tok = model._need_tokenizer()
+    if args.raw:
+        return tok.encode(args.prompt, add_bos=True)
+    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
+        {"role": "user", "content": args.prompt}
+    ]
+    return tok.encode_chat(messages, think="high" if args.think else "none")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +73,13 @@ def run(args: argparse.Namespace) -> int:
         model = Model(path, numerics=args.numerics, n_threads=args.threads)
         prompt = _prompt_ids(args, model)
         session = model.session(n_ctx=args.ctx)
+        stream = model.tokenizer.stream() if model.tokenizer and not args.json else None
+
+        def show(token: int) -> None:
+            if stream is not None:
+                sys.stdout.write(stream.push(token))
+                sys.stdout.flush()
+
         t0 = time.perf_counter()
         out = session.generate(
             prompt,
@@ -71,16 +90,22 @@ def run(args: argparse.Namespace) -> int:
             min_p=args.min_p,
             seed=args.seed,
             stop_at_eos=not args.ignore_eos,
+            on_token=show,
         )
         dt = time.perf_counter() - t0
+        if stream is not None:
+            sys.stdout.write(stream.flush() + "\n")
     except Ds4rtError as e:
         print(f"ds4-cli: error: {e}", file=sys.stderr)
         return 1
     if args.json:
-        json.dump({"model": path, "prompt_ids": prompt, "ids": out, "seconds": dt}, sys.stdout)
+        text = model.detokenize(out) if model.tokenizer else None
+        rec = {"model": path, "prompt_ids": prompt, "ids": out, "text": text, "seconds": dt}
+        json.dump(rec, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
-        print(",".join(str(t) for t in out))
+        if stream is None:  # no tokenizer in the file: show the ids
+            print(",".join(str(t) for t in out))
         print(
             f"ds4-cli: {len(prompt)} prompt + {len(out)} generated tokens in {dt:.3f} s",
             file=sys.stderr,

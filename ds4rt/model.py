@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import _core
+from .errors import StateError
+from .tokenizer import Tokenizer
 
 NUMERICS = ("official", "llama.cpp")
 
@@ -43,6 +45,25 @@ class Model:
         self._m = _core._Model(path, numerics, n_threads)
         self.path = path
         self.info = self._m.info()
+        core_tok = self._m.tokenizer()
+        #: the tokenizer stored in the model file (None if the file has none)
+        self.tokenizer: Tokenizer | None = Tokenizer(core_tok) if core_tok is not None else None
+
+    def _need_tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:
+            raise StateError(f"{self.path} carries no tokenizer metadata; use token ids")
+        return self.tokenizer
+
+    def tokenize(
+        self, text: str | bytes, *, special: bool | str = False, add_bos: bool = False
+    ) -> list[int]:
+        """Text -> token ids with the model's tokenizer. Marker strings such as ``<think>`` in
+        the text are plain text unless ``special`` asks for them (see ds4rt.tokenizer)."""
+        return self._need_tokenizer().encode(text, special=special, add_bos=add_bos)
+
+    def detokenize(self, ids: Sequence[int], *, skip_special: bool = False) -> str:
+        """Token ids -> text (invalid UTF-8 shown as U+FFFD)."""
+        return self._need_tokenizer().decode(ids, skip_special=skip_special)
 
     @property
     def n_vocab(self) -> int:

@@ -42,6 +42,16 @@ extern "C" {
 #define DS4RT_API_VERSION 1
 
 /* ------------------------------------------------------------------------------------------ */
+/* Opaque handles                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ds4rt_gguf ds4rt_gguf;           /* an open, validated GGUF file */
+typedef struct ds4rt_tokenizer ds4rt_tokenizer; /* immutable; shareable across threads */
+typedef struct ds4rt_model ds4rt_model;         /* read-only after load; shareable across threads */
+typedef struct ds4rt_session ds4rt_session;     /* one context; one thread at a time */
+typedef struct ds4rt_sampler ds4rt_sampler;     /* sampling state; one thread at a time */
+
+/* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -147,7 +157,6 @@ DS4RT_API ds4rt_status ds4rt_type_row_bytes(uint32_t type, int64_t n, uint64_t *
 /* opens is safe to walk. Strings point into the mapping (not NUL-terminated; use len).        */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef struct ds4rt_gguf ds4rt_gguf;
 
 /* GGUF metadata value types (numbering as in the GGUF specification). */
 typedef enum ds4rt_gguf_type {
@@ -268,8 +277,6 @@ DS4RT_API const ds4rt_gguf_tensor *ds4rt_gguf_find_tensor(const ds4rt_gguf *gguf
 /* Models and sessions (the deepseek4 target)                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef struct ds4rt_model ds4rt_model;     /* read-only after load; shareable across threads */
-typedef struct ds4rt_session ds4rt_session; /* one context; use from one thread at a time */
 
 /* Numerics of the target. The official model was trained with quantisation-aware inference:
  * an FP8 (E4M3) round trip of the KV rows' non-RoPE dims and an FP4 (E2M1) round trip of the
@@ -312,6 +319,10 @@ typedef struct ds4rt_model_info {
 } ds4rt_model_info;
 
 DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *model, ds4rt_model_info *out);
+
+/* The tokenizer read from the model file's tokenizer.* metadata (see the tokenizer section), or
+ * NULL if the file carries none. Owned by the model; valid while it lives. */
+DS4RT_API const ds4rt_tokenizer *ds4rt_model_tokenizer(const ds4rt_model *model);
 
 typedef struct ds4rt_session_params {
     size_t size;             /* sizeof(ds4rt_session_params), set by the default initialiser */
@@ -392,7 +403,6 @@ typedef struct ds4rt_sampler_params {
     uint64_t seed;           /* the same seed and inputs give the same draws */
 } ds4rt_sampler_params;
 
-typedef struct ds4rt_sampler ds4rt_sampler;
 
 DS4RT_API ds4rt_sampler_params ds4rt_sampler_default_params(void);
 DS4RT_API ds4rt_status ds4rt_sampler_create(const ds4rt_sampler_params *params, uint32_t n_vocab,
@@ -476,7 +486,6 @@ DS4RT_API ds4rt_status ds4rt_cpu_isa_set(const char *name);
 /* unless cap exceeds the length, in which case a NUL follows the text.                        */
 /* ------------------------------------------------------------------------------------------ */
 
-typedef struct ds4rt_tokenizer ds4rt_tokenizer;
 
 /* Token types, numbered as GGUF's tokenizer.ggml.token_type. CONTROL and USER_DEFINED tokens
  * are "added tokens": they are never produced by BPE, only matched whole in text when the

@@ -60,3 +60,32 @@ def test_errors_exit_nonzero_with_a_message(tmp_path):
 def test_numerics_switch(capsys, numerics):
     assert cli.main(["--ids", "0,3", "-n", "4", "--numerics", numerics, "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["ids"]) == 4
+
+
+def test_text_prompt_uses_the_chat_template_and_streams_text(capsys):
+    m = ds4rt.Model(data.default_target())
+    prompt = m.tokenizer.encode_chat([{"role": "user", "content": "Hello"}])
+    assert prompt[0] == m.bos_id  # BOS <｜User｜>Hello<｜Assistant｜></think>
+    want = m.session().generate(prompt, max_tokens=10)
+    assert cli.main(["-p", "Hello", "-n", "10"]) == 0
+    assert capsys.readouterr().out == m.detokenize(want) + "\n"
+    assert cli.main(["-p", "Hello", "-n", "10", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["prompt_ids"] == prompt and rec["ids"] == want and rec["text"] == m.detokenize(want)
+
+
+def test_raw_prompt_and_thinking_mode(capsys):
+    m = ds4rt.Model(data.default_target())
+    cli.main(["-p", "Hi there", "--raw", "-n", "2", "--json"])
+    assert json.loads(capsys.readouterr().out)["prompt_ids"] == m.tokenize("Hi there", add_bos=True)
+    cli.main(["-p", "Hi", "--think", "-n", "2", "--json"])
+    ids = json.loads(capsys.readouterr().out)["prompt_ids"]
+    assert m.detokenize(ids).endswith("<｜Assistant｜><think>")
+
+
+def test_model_tokenize_round_trip():
+    m = ds4rt.Model(data.default_target())
+    text = "def f(x):\n    return x * 2  # ok"
+    assert m.detokenize(m.tokenize(text)) == text
+    assert m.tokenize("<think>") != [m.tokenizer.token_to_id("<think>")]
+    assert m.tokenize("<think>", special=True) == [m.tokenizer.token_to_id("<think>")]

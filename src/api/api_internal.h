@@ -15,6 +15,7 @@
 struct ds4rt_model {
     ds4rt_gguf *gguf;
     ds4rt_target target;
+    ds4rt_tokenizer *tokenizer; /* NULL if the file carries no tokenizer */
     ds4rt_model_params params;
     int32_t bos_id, eos_id;
 };

@@ -37,6 +37,14 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
     m->params = p;
     ds4rt_status st = ds4rt_gguf_open(path, &m->gguf);
     if (st == DS4RT_OK) st = ds4rt_target_bind(m->gguf, p.numerics == DS4RT_NUMERICS_OFFICIAL, &m->target);
+    /* a file with tokenizer metadata must have a valid tokenizer; a file without any is used
+     * with token ids only */
+    if (st == DS4RT_OK && ds4rt_gguf_find_kv(m->gguf, "tokenizer.ggml.tokens") != NULL) {
+        st = ds4rt_tokenizer_from_gguf(m->gguf, &m->tokenizer);
+        if (st == DS4RT_OK && ds4rt_tokenizer_n_tokens(m->tokenizer) > m->target.hp.n_vocab)
+            st = ds4rt_fail(DS4RT_ERR_MISMATCH, "the tokenizer has %u tokens, the model's vocabulary %u",
+                            ds4rt_tokenizer_n_tokens(m->tokenizer), m->target.hp.n_vocab);
+    }
     if (st != DS4RT_OK) {
         ds4rt_model_free(m);
         return ds4rt_fail_context(st, "%s", path);
@@ -49,6 +57,7 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
 
 DS4RT_API void ds4rt_model_free(ds4rt_model *m) {
     if (m == NULL) return;
+    ds4rt_tokenizer_free(m->tokenizer);
     ds4rt_target_free(&m->target);
     ds4rt_gguf_close(m->gguf);
     free(m);
@@ -79,3 +88,5 @@ DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *m, ds4rt_model_in
     out->file_bytes = ds4rt_gguf_file_size(m->gguf);
     return DS4RT_OK;
 }
+
+DS4RT_API const ds4rt_tokenizer *ds4rt_model_tokenizer(const ds4rt_model *m) { return m ? m->tokenizer : NULL; }
