@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "block.h"
 #include "compressor.h"
 #include "internal.h"
 #include "topk.h"
@@ -98,10 +99,6 @@ static void index_rows(void *ctx, int64_t begin, int64_t end, int thread) {
 
 /* ---- the sublayer ------------------------------------------------------------------------- */
 
-static void per_head_rms(float *q, uint32_t n_head, uint32_t d, float eps) {
-    for (uint32_t h = 0; h < n_head; h++) ds4rt_rms_norm(q + (size_t)h * d, d, NULL, eps, q + (size_t)h * d);
-}
-
 ds4rt_status ds4rt_attention_sublayer(const ds4rt_target *t, uint32_t l, ds4rt_pool *pool, ds4rt_kv_state *st,
                                       ds4rt_scratch *s, int64_t n, int64_t pos0) {
     const ds4rt_hparams *hp = &t->hp;
@@ -113,11 +110,8 @@ ds4rt_status ds4rt_attention_sublayer(const ds4rt_target *t, uint32_t l, ds4rt_p
     const uint32_t half = hp->rope_dim / 2;
 
     /* batched projections */
-    TRY(ds4rt_matmul(pool, &w->q_a, s->xn, n, s->qa));
-    for (int64_t i = 0; i < n; i++)
-        ds4rt_rms_norm(s->qa + i * hp->q_lora, hp->q_lora, w->q_a_norm, hp->rms_eps, s->qa + i * hp->q_lora);
-    TRY(ds4rt_matmul(pool, &w->q_b, s->qa, n, s->q));
-    TRY(ds4rt_matmul(pool, &w->kv, s->xn, n, s->kv));
+    TRY(ds4rt_attn_project_q(hp, w, pool, s, n));
+    TRY(ds4rt_attn_project_kv(hp, w, pool, s->xn, n, s->kv));
     if (R != 0) {
         TRY(ds4rt_matmul(pool, &w->c_kv, s->xn, n, s->cu));
         TRY(ds4rt_matmul(pool, &w->c_gate, s->xn, n, s->cg));
@@ -135,10 +129,8 @@ ds4rt_status ds4rt_attention_sublayer(const ds4rt_target *t, uint32_t l, ds4rt_p
         double *cs = s->rope_cs + (size_t)i * 2 * half, *sn = cs + half;
         ds4rt_rope_angles(rope, pos, cs, sn);
         float *q = s->q + (size_t)i * hp->q_dim;
-        per_head_rms(q, H, dh, hp->rms_eps);
         for (uint32_t h = 0; h < H; h++) ds4rt_rope_apply(q + (size_t)h * dh, dh, rope, cs, sn, +1);
         float *kv = s->kv + (size_t)i * dh;
-        ds4rt_rms_norm(kv, dh, w->kv_norm, hp->rms_eps, kv);
         ds4rt_rope_apply(kv, dh, rope, cs, sn, +1);
         if (t->sim_fp8) ds4rt_fp8_roundtrip(kv, hp->d_nope);
         if (R == 4) {
@@ -210,21 +202,7 @@ ds4rt_status ds4rt_attention_sublayer(const ds4rt_target *t, uint32_t l, ds4rt_p
         for (uint32_t h = 0; h < H; h++) ds4rt_rope_apply(q + (size_t)h * dh, dh, rope, cs, sn, -1);
     }
 
-    /* grouped low-rank output: group g reads heads [g*H/G, (g+1)*H/G) */
-    for (uint32_t g = 0; g < hp->o_groups; g++) {
-        for (int64_t i = 0; i < n; i++)
-            memcpy(s->og + (size_t)i * hp->group_dim, s->q + (size_t)i * hp->q_dim + (size_t)g * hp->group_dim,
-                   hp->group_dim * sizeof(float));
-        ds4rt_weight wg = w->out_a;
-        wg.data = (const uint8_t *)w->out_a.data + (size_t)g * hp->o_lora * w->out_a.row_bytes;
-        wg.rows = hp->o_lora;
-        TRY(ds4rt_matmul(pool, &wg, s->og, n, s->olow));
-        for (int64_t i = 0; i < n; i++)
-            memcpy(s->low + (size_t)i * hp->o_low_dim + (size_t)g * hp->o_lora, s->olow + (size_t)i * hp->o_lora,
-                   hp->o_lora * sizeof(float));
-    }
-    TRY(ds4rt_matmul(pool, &w->out_b, s->low, n, s->f));
-    return DS4RT_OK;
+    return ds4rt_attn_grouped_output(hp, w, pool, s, n);
 }
 
 ds4rt_status ds4rt_attention_rollback(const ds4rt_target *t, uint32_t l, ds4rt_kv_state *st, ds4rt_scratch *s,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "block.h"
 #include "ds4rt.h"
 #include "internal.h"
 #include "moe.h"
@@ -21,28 +22,6 @@ static void trace_rows(const ds4rt_forward_args *a, uint32_t layer, uint32_t sta
                        int64_t n, int64_t width) {
     if (a->trace == NULL) return;
     for (int64_t i = 0; i < n; i++) a->trace(a->trace_user, layer, stage, pos0 + i, rows + (size_t)i * width, width);
-}
-
-/* HC pre over the batch: s->x[t] = sum_h pre[h] X[t][h]; keeps post/comb for hc_post. */
-static ds4rt_status hc_pre(const ds4rt_hparams *hp, const ds4rt_hc_weights *w, ds4rt_pool *pool, ds4rt_scratch *s,
-                           const float *X, int64_t n) {
-    const uint32_t N = hp->hc, D = hp->n_embd;
-    for (int64_t t = 0; t < n; t++)
-        ds4rt_rms_norm(X + (size_t)t * hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, s->normed + (size_t)t * hp->hc_dim);
-    TRY(ds4rt_matmul(pool, &w->fn, s->normed, n, s->mix));
-    for (int64_t t = 0; t < n; t++) {
-        ds4rt_hc_coefficients(s->mix + (size_t)t * hp->hc_mix, w->scale, w->base, N, hp->sinkhorn_iters, hp->hc_eps,
-                              s->pre + (size_t)t * N, s->post + (size_t)t * N, s->comb + (size_t)t * N * N);
-        ds4rt_hc_reduce(X + (size_t)t * hp->hc_dim, s->pre + (size_t)t * N, N, D, s->x + (size_t)t * D);
-    }
-    return DS4RT_OK;
-}
-
-static void hc_post(const ds4rt_hparams *hp, ds4rt_scratch *s, const float *X_old, float *X_new, int64_t n) {
-    const uint32_t N = hp->hc, D = hp->n_embd;
-    for (int64_t t = 0; t < n; t++)
-        ds4rt_hc_expand(X_old + (size_t)t * hp->hc_dim, s->f + (size_t)t * D, s->post + (size_t)t * N,
-                        s->comb + (size_t)t * N * N, N, D, X_new + (size_t)t * hp->hc_dim);
 }
 
 static void capture_layer(const ds4rt_hparams *hp, const ds4rt_capture *c, uint32_t l, const float *X, int64_t n) {
@@ -110,25 +89,25 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_s
         const ds4rt_block_weights *bw = &t->layers[l];
         trace_rows(a, l, DS4RT_TRACE_LAYER_IN, pos0, X, n, hp->hc_dim);
 
-        TRY(hc_pre(hp, &bw->hc_attn, pool, s, X, n));
+        TRY(ds4rt_hc_pre_batch(hp, &bw->hc_attn, pool, s, X, n));
         for (int64_t i = 0; i < n; i++)
             ds4rt_rms_norm(s->x + (size_t)i * D, D, bw->attn.norm, hp->rms_eps, s->xn + (size_t)i * D);
         trace_rows(a, l, DS4RT_TRACE_ATTN_IN, pos0, s->xn, n, D);
         TRY(ds4rt_attention_sublayer(t, l, pool, st, s, n, pos0));
         trace_rows(a, l, DS4RT_TRACE_ATTN_OUT, pos0, s->f, n, D);
-        hc_post(hp, s, X, X2, n);
+        ds4rt_hc_post_batch(hp, s, X, X2, n);
         float *tmp = X;
         X = X2;
         X2 = tmp;
         trace_rows(a, l, DS4RT_TRACE_ATTN_HC, pos0, X, n, hp->hc_dim);
 
-        TRY(hc_pre(hp, &bw->hc_ffn, pool, s, X, n));
+        TRY(ds4rt_hc_pre_batch(hp, &bw->hc_ffn, pool, s, X, n));
         for (int64_t i = 0; i < n; i++)
             ds4rt_rms_norm(s->x + (size_t)i * D, D, bw->moe.norm, hp->rms_eps, s->xn + (size_t)i * D);
         trace_rows(a, l, DS4RT_TRACE_FFN_IN, pos0, s->xn, n, D);
         TRY(ds4rt_moe_sublayer(hp, &bw->moe, hp->clamp_exp[l], hp->clamp_shexp[l], pool, s, a->tokens, n));
         trace_rows(a, l, DS4RT_TRACE_FFN_OUT, pos0, s->f, n, D);
-        hc_post(hp, s, X, X2, n);
+        ds4rt_hc_post_batch(hp, s, X, X2, n);
         tmp = X;
         X = X2;
         X2 = tmp;
@@ -139,15 +118,9 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_s
 
     if (a->logits != NULL && a->logits_from < n) {
         const int64_t from = a->logits_from, m = n - from;
-        const float *Xh = X + (size_t)from * hp->hc_dim;
-        for (int64_t i = 0; i < m; i++)
-            ds4rt_rms_norm(Xh + (size_t)i * hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, s->normed + (size_t)i * hp->hc_dim);
-        TRY(ds4rt_matmul(pool, &t->hc_head.fn, s->normed, m, s->mix));
+        TRY(ds4rt_hc_head_batch(hp, &t->hc_head, pool, s, X + (size_t)from * hp->hc_dim, m, s->hy));
         for (int64_t i = 0; i < m; i++) {
-            float wts[DS4RT_MAX_HC];
-            ds4rt_hc_head_weights(s->mix + (size_t)i * N, t->hc_head.scale[0], t->hc_head.base, N, hp->hc_eps, wts);
             float *y = s->hy + (size_t)i * D;
-            ds4rt_hc_reduce(Xh + (size_t)i * hp->hc_dim, wts, N, D, y);
             trace_rows(a, hp->n_layer, DS4RT_TRACE_HEAD, pos0 + from + i, y, 1, D);
             ds4rt_rms_norm(y, D, t->out_norm, hp->rms_eps, y);
         }
