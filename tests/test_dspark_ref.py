@@ -436,3 +436,37 @@ def test_stop_token(models):
     assert want == plain[: plain.index(stop) + 1]
     got, _ = forced_generate(m, dr, PROMPT, 12, pattern=[5], stop_ids=[stop])
     assert got == want
+
+
+def test_real_support_table():
+    """support_shapes at the real dimensions is ds4's 81-tensor table (dspark.md §5.4), written
+    here in GGML ne order."""
+    hp = R.HParams()
+    dp = D.DSparkParams(5, 256, 128799, (40, 41, 42), 3)
+    ne = {k: tuple(reversed(v)) for k, v in D.support_shapes(hp, dp).items()}
+    assert len(ne) == 81
+    assert sum(k.startswith("mtp.1.") for k in ne) == 24
+    want = {
+        "mtp.0.main_proj.weight": (12288, 4096),
+        "mtp.0.main_norm.weight": (4096,),
+        "mtp.1.hc_attn_fn.weight": (16384, 24),
+        "mtp.1.attn_q_b.weight": (1024, 32768),
+        "mtp.1.attn_kv.weight": (4096, 512),
+        "mtp.1.attn_sinks.weight": (64,),
+        "mtp.1.attn_output_a.weight": (4096, 8192),
+        "mtp.1.attn_output_b.weight": (8192, 4096),
+        "mtp.1.ffn_gate_inp.weight": (4096, 256),
+        "mtp.1.exp_probs_b.bias": (256,),
+        "mtp.1.ffn_gate_exps.weight": (4096, 2048, 256),
+        "mtp.1.ffn_down_exps.weight": (2048, 4096, 256),
+        "mtp.1.ffn_down_shexp.weight": (2048, 4096),
+        "mtp.2.norm.weight": (4096,),
+        "mtp.2.hc_head_fn.weight": (16384, 4),
+        "mtp.2.hc_head_scale.weight": (1,),
+        "mtp.2.markov_head.markov_w1.weight": (256, 129280),
+        "mtp.2.markov_head.markov_w2.weight": (256, 129280),
+        "mtp.2.confidence_head.proj.weight": (4352, 1),
+    }
+    for k, v in want.items():
+        assert ne[k] == v, k
+    assert not any("tid2eid" in k or "compressor" in k or "indexer" in k for k in ne)
