@@ -183,6 +183,11 @@ typedef struct ds4rt_gguf_kv {
     const void *data;           /* scalar value bytes, or first array element */
     ds4rt_str str;              /* value when type == DS4RT_GGUF_STRING */
     uint64_t file_offset;       /* byte offset of the record in the file (for messages) */
+    /* Fields below were appended after the first version of this struct. */
+    uint64_t value_offset;      /* byte offset in the file of `data` */
+    uint64_t value_bytes;       /* bytes of the value from `data` on (all elements of an array) */
+    const uint64_t *elem_index; /* reader-private index of STRING/ARRAY array elements; NULL
+                                 * otherwise. Keep it when copying the struct; never write it. */
 } ds4rt_gguf_kv;
 
 #define DS4RT_MAX_DIMS 4
@@ -196,11 +201,20 @@ typedef struct ds4rt_gguf_tensor {
     uint64_t offset;             /* relative to the start of the data section */
     uint64_t nbytes;
     const void *data;
+    /* Fields below were appended after the first version of this struct. */
+    uint64_t info_offset;        /* byte offset of the tensor's info record (for messages) */
 } ds4rt_gguf_tensor;
 
 /* Opens and validates a GGUF v2/v3 file. On failure *out is NULL and the error names what is
- * wrong and where (key or tensor name, byte offset). */
+ * wrong and where (key or tensor name, byte offset). DS4RT_ERR_IO if the file cannot be opened
+ * or mapped, DS4RT_ERR_FORMAT for a malformed file, DS4RT_ERR_UNSUPPORTED for GGUF version 1,
+ * versions above 3, big-endian files and tensor type ids this reader does not know.
+ * Only the header (metadata and tensor infos) is read; tensor data is mapped, never touched. */
 DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out);
+/* Same as ds4rt_gguf_open for a GGUF image already in memory. The reader does not copy it:
+ * `data` must stay valid and unchanged until ds4rt_gguf_close. */
+DS4RT_API ds4rt_status ds4rt_gguf_open_memory(const void *data, size_t size, ds4rt_gguf **out);
+/* Unmaps the file and frees the handle; NULL is ignored. Every pointer obtained from it dies. */
 DS4RT_API void ds4rt_gguf_close(ds4rt_gguf *gguf);
 
 DS4RT_API uint32_t ds4rt_gguf_version(const ds4rt_gguf *gguf);
@@ -215,8 +229,9 @@ DS4RT_API const ds4rt_gguf_kv *ds4rt_gguf_kv_at(const ds4rt_gguf *gguf, uint64_t
 DS4RT_API const ds4rt_gguf_kv *ds4rt_gguf_find_kv(const ds4rt_gguf *gguf, const char *key);
 
 /* Typed getters with the leniency of ds4's loader: get_u32 accepts UINT32 and any other
- * integer type whose value fits; get_f32 accepts FLOAT32, FLOAT64 and integers; get_u64
- * accepts unsigned and non-negative signed integers; get_bool accepts BOOL only.
+ * integer type whose value fits; get_f32 accepts FLOAT32, FLOAT64 (finite values must fit a
+ * float) and integers; get_u64 accepts unsigned and non-negative signed integers; get_bool
+ * accepts BOOL only (any nonzero byte is true); get_str accepts STRING only.
  * DS4RT_ERR_NOT_FOUND if the key is absent, DS4RT_ERR_FORMAT if its type/value does not fit. */
 DS4RT_API ds4rt_status ds4rt_gguf_get_u32(const ds4rt_gguf *gguf, const char *key, uint32_t *out);
 DS4RT_API ds4rt_status ds4rt_gguf_get_u64(const ds4rt_gguf *gguf, const char *key, uint64_t *out);
@@ -225,10 +240,23 @@ DS4RT_API ds4rt_status ds4rt_gguf_get_bool(const ds4rt_gguf *gguf, const char *k
 DS4RT_API ds4rt_status ds4rt_gguf_get_str(const ds4rt_gguf *gguf, const char *key, ds4rt_str *out);
 
 /* Array elements of record kv (which must be an ARRAY): element i as string, as an integer
- * (any integer or bool element type), or as a double (any numeric element type). */
+ * (any integer or bool element type), or as a double (any numeric element type). A UINT64
+ * element above INT64_MAX does not fit array_int (DS4RT_ERR_FORMAT); bools are 0/1 there
+ * (any nonzero byte is true) and are not numbers for array_f64. */
 DS4RT_API ds4rt_status ds4rt_gguf_array_str(const ds4rt_gguf_kv *kv, uint64_t i, ds4rt_str *out);
 DS4RT_API ds4rt_status ds4rt_gguf_array_int(const ds4rt_gguf_kv *kv, uint64_t i, int64_t *out);
 DS4RT_API ds4rt_status ds4rt_gguf_array_f64(const ds4rt_gguf_kv *kv, uint64_t i, double *out);
+/* Element i of an array of arrays, described in *out as a record of its own (key and
+ * file_offset of the enclosing record; type DS4RT_GGUF_ARRAY). Its elements are read with the
+ * same accessors, so nested arrays of any depth are walked in O(1) per element.
+ * Errors of the array accessors: DS4RT_ERR_INVALID_ARGUMENT for NULL pointers, DS4RT_ERR_FORMAT
+ * when the record is not an array or its element type does not fit the accessor (the message
+ * says which type it is), DS4RT_ERR_OUT_OF_RANGE when i >= array_len. */
+DS4RT_API ds4rt_status ds4rt_gguf_array_sub(const ds4rt_gguf_kv *kv, uint64_t i,
+                                            ds4rt_gguf_kv *out);
+
+/* Name of a metadata value type ("UINT32", "STRING", "ARRAY", ...); NULL for an unknown id. */
+DS4RT_API const char *ds4rt_gguf_type_name(uint32_t type);
 
 DS4RT_API uint64_t ds4rt_gguf_tensor_count(const ds4rt_gguf *gguf);
 /* Tensor i (0 <= i < tensor_count), in file order; NULL if out of range. */
