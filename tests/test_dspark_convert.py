@@ -198,14 +198,12 @@ def test_cli(conv, files, tmp_path, repo_root):
 
 # --- with the gen branch's tiny models and llama.cpp oracle ------------------------------------
 @pytest.fixture(scope="module")
-def gen_float(repo_root, tmp_path_factory):
-    tool = os.path.join(repo_root, "tools", "make_tiny_model.py")
-    if not os.path.exists(tool):
-        pytest.skip("tools/make_tiny_model.py is not in this tree (branch gen not merged yet)")
-    out = tmp_path_factory.mktemp("gen-float")
-    args = [sys.executable, tool, "--out", str(out), "--config", "float", "--seed", "3"]
-    subprocess.run(args, check=True, capture_output=True)
-    return out
+def gen_float(tmp_path_factory):
+    """The gen tool's float config (seed 3): target.gguf and support.gguf in one folder."""
+    tiny_models = pytest.importorskip("tiny_models", reason="tests/tiny_models.py is absent")
+    res = tiny_models.model(tmp_path_factory, "float", seed=3)
+    assert res.support.parent == res.target.parent
+    return res.target.parent
 
 
 def test_gen_support_round_trip_and_reference(conv, gen_float, tmp_path):
