@@ -197,19 +197,26 @@ def test_cli(conv, files, tmp_path, repo_root):
 
 
 # --- with the gen branch's tiny models and llama.cpp oracle ------------------------------------
-@pytest.fixture(scope="module")
-def gen_float(tmp_path_factory):
-    """The gen tool's float config (seed 3): target.gguf and support.gguf in one folder."""
+def _gen(tmp_path_factory, config, seed=3):
+    """A gen-tool model (tests/tiny_models cache): the folder with target.gguf, support.gguf."""
     tiny_models = pytest.importorskip("tiny_models", reason="tests/tiny_models.py is absent")
-    res = tiny_models.model(tmp_path_factory, "float", seed=3)
+    res = tiny_models.model(tmp_path_factory, config, seed=seed)
     assert res.support.parent == res.target.parent
     return res.target.parent
 
 
-def test_gen_support_round_trip_and_reference(conv, gen_float, tmp_path):
-    """The gen tool's independent ds4-layout writer: its support file converts to a dflash draft
-    and back byte for byte, and the reference runs it: greedy speculative == plain."""
-    sup, tgt = gen_float / "support.gguf", gen_float / "target.gguf"
+@pytest.fixture(scope="module")
+def gen_float(tmp_path_factory):
+    return _gen(tmp_path_factory, "float")
+
+
+@pytest.mark.parametrize("config", ["float", "quant"])
+def test_gen_support_round_trip_and_reference(conv, tmp_path_factory, tmp_path, config):
+    """The gen tool's independent ds4-layout writer (float: F32/F16; quant: Q8_0 heads and
+    dense weights, IQ2_XXS/Q2_K experts): its support file converts to a dflash draft and back
+    byte for byte, and the reference runs it: greedy speculative == plain."""
+    d = _gen(tmp_path_factory, config)
+    sup, tgt = d / "support.gguf", d / "target.gguf"
     conv.ds4_to_dflash(sup, tgt, tmp_path / "d.gguf")
     conv.dflash_to_ds4(tmp_path / "d.gguf", tmp_path / "b.gguf")
     assert (tmp_path / "b.gguf").read_bytes() == sup.read_bytes()
@@ -248,16 +255,16 @@ def _context(lib, ffi, lo, model, other=None, n_ctx=64):
     return ctx
 
 
-@pytest.mark.parametrize("a3", ["3d", "2d"])
-def test_llama_cpp_loads_converted_draft(conv, gen_float, tmp_path, a3):
+@pytest.mark.parametrize("config, a3", [("float", "3d"), ("float", "2d"), ("quant", "3d")])
+def test_llama_cpp_loads_converted_draft(conv, tmp_path_factory, tmp_path, config, a3):
     """llama.cpp b11739 loads the converted draft: every key it requires and every tensor shape
-    (attn_output_a 3-D as its loader declares it, or 2-D through its reshape allowance)."""
+    and dtype (attn_output_a 3-D as its loader declares it, or 2-D through its reshape
+    allowance; the quant config's Q8_0/IQ2_XXS/Q2_K tensors)."""
     lo = pytest.importorskip("oracle.llama_oracle", reason="tests/oracle/ is not in this tree")
     lib, ffi = _llama(lo)
+    d = _gen(tmp_path_factory, config)
     draft = tmp_path / "draft.gguf"
-    conv.ds4_to_dflash(
-        gen_float / "support.gguf", gen_float / "target.gguf", draft, attn_output_a=a3
-    )
+    conv.ds4_to_dflash(d / "support.gguf", d / "target.gguf", draft, attn_output_a=a3)
     model = _load(lib, ffi, lo, draft)
     try:
         buf = ffi.new("char[]", 256)
