@@ -470,3 +470,13 @@ def test_real_support_table():
     for k, v in want.items():
         assert ne[k] == v, k
     assert not any("tid2eid" in k or "compressor" in k or "indexer" in k for k in ne)
+
+
+def test_in_memory_params_checked(models):
+    m, dr = models
+    bad = D.DSparkParams(5, 32, dr.dp.noise_token_id, (2, 1, 3), 3)
+    with pytest.raises(D.SupportError, match="dspark.target_layer_ids .* not strictly"):
+        D.Drafter(m, bad, dr.w)
+    bad = D.DSparkParams(5, 32, 512, (1, 2, 3), 3)
+    with pytest.raises(D.SupportError, match="noise_token_id = 512"):
+        D.Drafter(m, bad, dr.w)

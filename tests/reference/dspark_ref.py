@@ -97,45 +97,55 @@ def read_support_metadata(fields: dict, n_stages: int, n_layer: int, n_vocab: in
 
     `fields` maps GGUF keys to Python values (GGUF arrays as lists). Every message names the key
     that was read, in the spelling the file used."""
-    found = {}
-    used = {}
+    vals, used = {}, {}
     for k in METADATA_KEYS:
         key, v = _lookup(fields, k)
         if key is None:
             names = ", ".join(s.format(k) for s in KEY_SPELLINGS)
             raise SupportError(f"DSpark metadata {k!r} missing (looked for {names})")
-        found[k] = v
         used[k] = key
-    B = _as_int(used["block_size"], found["block_size"])
+        if k == "target_layer_ids":
+            v = v if isinstance(v, (list, tuple)) else [v]
+            vals[k] = tuple(_as_int(key, x) for x in v)
+        else:
+            vals[k] = _as_int(key, v)
+    dp = DSparkParams(n_stages=n_stages, keys=used, **vals)
+    check_params(dp, n_layer, n_vocab)
+    return dp
+
+
+def check_params(dp: DSparkParams, n_layer: int, n_vocab: int) -> None:
+    """§5.5 checks of DSpark parameters against the target; messages name the metadata key in
+    the spelling that was read (dp.keys), or the bare `dspark.` spelling."""
+
+    def key(k):
+        return dp.keys.get(k, KEY_SPELLINGS[-1].format(k))
+
+    B, R, noise, ids = dp.block_size, dp.markov_rank, dp.noise_token_id, list(dp.target_layer_ids)
     if not 1 <= B <= MAX_BLOCK_SIZE:
-        raise SupportError(f"{used['block_size']} = {B}: must be in 1..{MAX_BLOCK_SIZE}")
-    R = _as_int(used["markov_rank"], found["markov_rank"])
+        raise SupportError(f"{key('block_size')} = {B}: must be in 1..{MAX_BLOCK_SIZE}")
     if R < 1:
-        raise SupportError(f"{used['markov_rank']} = {R}: must be >= 1")
-    noise = _as_int(used["noise_token_id"], found["noise_token_id"])
+        raise SupportError(f"{key('markov_rank')} = {R}: must be >= 1")
     if not 0 <= noise < n_vocab:
         raise SupportError(
-            f"{used['noise_token_id']} = {noise}: outside the target vocabulary (V = {n_vocab})"
+            f"{key('noise_token_id')} = {noise}: outside the target vocabulary (V = {n_vocab})"
         )
-    key = used["target_layer_ids"]
-    ids = found["target_layer_ids"]
-    if not isinstance(ids, (list, tuple)):
-        ids = [ids]
-    ids = [_as_int(key, v) for v in ids]
+    k = key("target_layer_ids")
     if not ids:
-        raise SupportError(f"{key} is empty")
+        raise SupportError(f"{k} is empty")
     if len(ids) > MAX_TARGET_LAYERS:
-        raise SupportError(f"{key} has {len(ids)} entries (at most {MAX_TARGET_LAYERS})")
+        raise SupportError(f"{k} has {len(ids)} entries (at most {MAX_TARGET_LAYERS})")
     for v in ids:
         if v < 0:
-            raise SupportError(f"{key} = {ids}: negative layer id {v}")
+            raise SupportError(f"{k} = {ids}: negative layer id {v}")
         if v >= n_layer:
             raise SupportError(
-                f"{key} = {ids}: layer {v} out of range (the target has {n_layer} layers)"
+                f"{k} = {ids}: layer {v} out of range (the target has {n_layer} layers)"
             )
     if any(b <= a for a, b in zip(ids, ids[1:], strict=False)):
-        raise SupportError(f"{key} = {ids}: not strictly increasing")
-    return DSparkParams(B, R, noise, tuple(ids), n_stages, used)
+        raise SupportError(f"{k} = {ids}: not strictly increasing")
+    if not 1 <= dp.n_stages <= MAX_STAGES:
+        raise SupportError(f"{dp.n_stages} stages: must be in 1..{MAX_STAGES}")
 
 
 _STAGE_NAME = re.compile(r"^mtp\.(\d+)\.(.+)$")
@@ -401,6 +411,7 @@ class Drafter:
         simulate_quant: bool | None = None,
     ):
         hp = target.hp
+        check_params(dp, hp.n_layer, hp.n_vocab)
         self.target, self.hp, self.dp = target, hp, dp
         self.window = int(window)
         if self.window < 1:
