@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from gguf.quants import quant_shape_to_byte_shape
-
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
+from gguf.quants import quant_shape_to_byte_shape
 
 KEEP = object()
 

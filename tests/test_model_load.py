@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gguf import GGMLQuantizationType as QT
+from gguf import GGUFValueType as VT
 from gguf_rewrite import rewrite
 from tiny_models import model as tiny
 from tinymodel import configs
 
 import ds4rt
-from gguf import GGMLQuantizationType as QT
-from gguf import GGUFValueType as VT
 
 
 @pytest.fixture(scope="module")

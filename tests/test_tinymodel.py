@@ -16,11 +16,10 @@ import sys
 
 import numpy as np
 import pytest
-from tiny_models import ROOT, model
-from tinymodel import configs, quantize, tokenizer
-
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader, GGUFValueType
+from tiny_models import ROOT, model
+from tinymodel import configs, quantize, tokenizer
 
 VT = GGUFValueType
 U32, F32, BOOL, STR, ARR, I32 = VT.UINT32, VT.FLOAT32, VT.BOOL, VT.STRING, VT.ARRAY, VT.INT32

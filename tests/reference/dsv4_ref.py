@@ -324,9 +324,8 @@ def expected_shapes(hp: HParams) -> dict[str, tuple[int, ...]]:
 def load_gguf_tensors(reader) -> dict[str, np.ndarray]:
     """Every tensor of a GGUF file: float types dequantised (gguf.quants.dequantize) to float64,
     integer types kept as int64; shaped as reversed ne (§1)."""
-    from gguf.quants import dequantize
-
     from gguf import GGUFReader
+    from gguf.quants import dequantize
 
     if not isinstance(reader, GGUFReader):
         reader = GGUFReader(reader)

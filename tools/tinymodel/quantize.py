@@ -12,7 +12,6 @@ scales, so a few million elements quantise in well under a second.
 from __future__ import annotations
 
 import numpy as np
-
 from gguf import GGMLQuantizationType as QT
 from gguf import quants as gq
 

@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-
 from gguf import GGML_QUANT_SIZES, GGUFValueType, GGUFWriter
 from gguf import GGMLQuantizationType as QT
 
