@@ -219,6 +219,13 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
     store_results(lanes, T, y, ys);
 }
 
+/* ls = 2 * (aux >> 28) + 1 broadcast to 16 x i16, indexed by aux >> 28. */
+#define LS16(v) {v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v}
+static const int16_t iq2_ls16[16][16] __attribute__((aligned(32))) = {
+    LS16(1),  LS16(3),  LS16(5),  LS16(7),  LS16(9),  LS16(11), LS16(13), LS16(15),
+    LS16(17), LS16(19), LS16(21), LS16(23), LS16(25), LS16(27), LS16(29), LS16(31)};
+#undef LS16
+
 ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
@@ -235,7 +242,7 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
             const __m256i sgn = _mm256_set_epi64x(
                 (long long)ds4rt_ksigns_bytes[(aux >> 21) & 127], (long long)ds4rt_ksigns_bytes[(aux >> 14) & 127],
                 (long long)ds4rt_ksigns_bytes[(aux >> 7) & 127], (long long)ds4rt_ksigns_bytes[aux & 127]);
-            const __m256i ls = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+            const __m256i ls = _mm256_load_si256((const __m256i *)(const void *)iq2_ls16[aux >> 28]);
             for (int t = 0; t < T; t++) {
                 const __m256i xs = _mm256_sign_epi8(loadu(r.xq[t] + b * 256 + 32 * s), sgn);
                 acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(grid, xs, ls));
