@@ -99,9 +99,10 @@ static const uint32_t types[] = {DS4RT_TYPE_F32,  DS4RT_TYPE_F16,  DS4RT_TYPE_BF
 static int64_t pick_cols(uint32_t type, int variant) {
     int ok;
     const uint32_t at = ds4rt_act_type_for(type, &ok);
-    if (at == DS4RT_TYPE_Q8_K) return variant == 0 ? 256 * 9 : variant == 1 ? 256 : 256 * 3;
-    if (at == DS4RT_TYPE_Q8_0) return variant == 0 ? 32 * 27 : variant == 1 ? 32 : 32 * 8;
-    return variant == 0 ? 1000 : variant == 1 ? 7 : 64;
+    /* variant 2 is wide enough that 16 tokens split the columns into chunks (matmul.c) */
+    if (at == DS4RT_TYPE_Q8_K) return variant == 0 ? 256 * 9 : variant == 1 ? 256 : 256 * 13;
+    if (at == DS4RT_TYPE_Q8_0) return variant == 0 ? 32 * 27 : variant == 1 ? 32 : 32 * 75;
+    return variant == 0 ? 1000 : variant == 1 ? 7 : 1000 + 64;
 }
 
 static void check_type(const char *isa, uint32_t type, ds4rt_pool *pool1, ds4rt_pool *pool3) {

@@ -109,6 +109,21 @@ def test_row_wise_batch_and_thread_invariance(name):
         assert np.array_equal(bits(again), bits(full)), f"{threads} threads"
 
 
+@pytest.mark.parametrize("name", TYPES)
+def test_column_chunking_is_invisible(name):
+    """Wide rows with 16 tokens are computed in column chunks (matmul.c) with a ragged last
+    chunk; one token alone is not. Both must give the same bits."""
+    blk = ops.activation_block(name)
+    cols = {1: 1064, 32: 32 * 75, 256: 256 * 13}[blk]
+    rows = 19
+    w = random_matrix(name, rows, cols, seed=40)
+    x = np.random.default_rng(40).standard_normal((16, cols)).astype(np.float32)
+    full = ops.matmul(w, name, rows, cols, x, n_threads=2)
+    for t in (0, 7, 15):
+        one = ops.matmul(w, name, rows, cols, x[t], n_threads=1)
+        assert np.array_equal(bits(one), bits(full[t]))
+
+
 @pytest.mark.parametrize("name", ["F16", "Q8_0", "Q4_K", "IQ2_XXS"])
 @pytest.mark.parametrize("rows", [1, 3, 64, 1000])
 def test_odd_shapes(name, rows):

@@ -9,6 +9,10 @@ For each type, shape (rows x cols) and batch size n_tok it reports the median wa
 --repeats runs (after one warm-up), the weight bytes streamed per second (weights are read once
 per call whatever n_tok is), and for n_tok > 1 `batch_over_single` = time(n_tok) / time(1)
 (how much dearer a batch is than one token; n_tok for no reuse at all).
+
+Weights are "cold" by default, as in a decode step of the real model: each call uses the next of
+several copies of the matrix, together --cold-mb MiB (default 512, far above a last-level
+cache), so they stream from memory. --hot reuses one copy (cache-resident when it fits).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="0 = one per available CPU")
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--isa", default="auto", help="CPU path to force (default: auto)")
+    ap.add_argument("--cold-mb", type=int, default=512, help="MiB of weight copies to rotate")
+    ap.add_argument("--hot", action="store_true", help="reuse one weight copy")
     args = ap.parse_args(argv)
 
     ops.set_isa(args.isa)
@@ -67,14 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in args.types.split(","):
         for rows, cols in shapes:
-            w = ops.random_weights(name, rows, cols, seed=1)
-            wbytes = len(w)
+            w1 = np.frombuffer(ops.random_weights(name, rows, cols, seed=1), dtype=np.uint8)
+            wbytes = w1.size
+            copies = 1 if args.hot else max(1, (args.cold_mb << 20) // wbytes)
+            ws = np.tile(w1, (copies, 1))
+            turn = [0]
             single = None
             for n in ntoks:
                 x = np.random.default_rng(2).standard_normal((n, cols)).astype(np.float32)
 
-                def call(w=w, name=name, rows=rows, cols=cols, x=x):
-                    return ops.matmul(w, name, rows, cols, x, threads)
+                def call(ws=ws, turn=turn, name=name, rows=rows, cols=cols, x=x):
+                    turn[0] = (turn[0] + 1) % ws.shape[0]
+                    return ops.matmul(ws[turn[0]], name, rows, cols, x, threads)
 
                 t = time_call(call, args.repeats)
                 if n == 1:
@@ -100,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "isa": ops.isa(),
         "threads": threads,
         "repeats": args.repeats,
+        "weights": "hot (one copy)" if args.hot else f"cold ({args.cold_mb} MiB of copies rotated)",
         "results": results,
     }
     print(json.dumps(out, indent=1))
