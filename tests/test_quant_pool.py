@@ -22,7 +22,7 @@ def test_thread_counts_give_identical_bits():
 
 
 def test_many_back_to_back_dispatches():
-    rows, cols = 64, 256
+    rows, cols = 512, 1024  # big enough to be split across threads (matmul.c grain)
     w = random_matrix("Q8_0", rows, cols, seed=6)
     x = np.random.default_rng(6).standard_normal((1, cols)).astype(np.float32)
     ref = ops.matmul(w, "Q8_0", rows, cols, x, n_threads=1)
@@ -50,3 +50,14 @@ def test_concurrent_host_calls_are_serialised_and_correct():
     for t in threads:
         t.join()
     assert bad == []
+
+
+def test_pool_recreated_many_times():
+    """Alternating thread counts recreate the host pool on every call; tiny products run on the
+    caller, so pools are often destroyed before their workers ever ran."""
+    w = random_matrix("Q8_0", 4, 64, seed=8)
+    x = np.ones((1, 64), np.float32)
+    ref = ops.matmul(w, "Q8_0", 4, 64, x, n_threads=1)
+    for i in range(300):
+        y = ops.matmul(w, "Q8_0", 4, 64, x, n_threads=2 + i % 3)
+        assert np.array_equal(y, ref)

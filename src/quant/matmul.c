@@ -194,8 +194,10 @@ ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *
     int64_t kc = (int64_t)(L1_ACT_BUDGET / (act_per_col * (double)ntb)) / DS4RT_CHUNK_ALIGN * DS4RT_CHUNK_ALIGN;
     if (kc < DS4RT_CHUNK_ALIGN) kc = DS4RT_CHUNK_ALIGN;
     c.k_chunk = kc >= w->cols ? w->cols : kc;
-    /* rows per chunk: at least ~16 KiB of weights, so dispatch overhead stays small */
-    int64_t grain = (int64_t)(16384 / (w->row_bytes ? w->row_bytes : 1));
+    /* rows per chunk: at least ~64 KiB of weight bytes x tokens of work, so that small products
+     * stay on the calling thread and dispatch costs little next to a chunk */
+    const double work_per_row = (double)(w->row_bytes ? w->row_bytes : 1) * (double)n_tok;
+    int64_t grain = (int64_t)(65536.0 / work_per_row);
     if (grain < 1) grain = 1;
     ds4rt_pool_parallel_for(pool, w->rows, grain, rows_worker, &c);
     return DS4RT_OK;
