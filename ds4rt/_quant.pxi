@@ -25,6 +25,15 @@ def quant_row_bytes(uint32_t qtype, int64_t n):
     return out
 
 
+def _bytes_needed(uint32_t qtype, int64_t n):
+    """Bytes of n elements of qtype, or None when the C call itself will reject (qtype, n)
+    before reading anything (unknown type, partial block)."""
+    try:
+        return quant_row_bytes(qtype, n)
+    except Ds4rtError:
+        return None
+
+
 def quant_dequantize(raw, uint32_t qtype, int64_t n):
     """raw bytes of n elements of qtype -> float32[n]."""
     cdef const unsigned char[::1] src = np.frombuffer(raw, dtype=np.uint8)
@@ -33,7 +42,8 @@ def quant_dequantize(raw, uint32_t qtype, int64_t n):
     cdef const void *sp = <const void *>&src[0] if src.shape[0] else NULL
     cdef float *dp = &dst[0] if n > 0 else NULL
     cdef ds4rt_status st
-    if n > 0 and <uint64_t>src.shape[0] < quant_row_bytes(qtype, n):
+    need = _bytes_needed(qtype, n)
+    if n > 0 and need is not None and <uint64_t>src.shape[0] < need:
         raise ValueError(f"{src.shape[0]} bytes are too few for {n} elements of type {qtype}")
     with nogil:
         st = _q_dequantize(qtype, sp, n, dp)
@@ -47,7 +57,8 @@ def quant_matmul(raw, uint32_t qtype, int64_t rows, int64_t cols, x, int n_threa
     xa = np.ascontiguousarray(x, dtype=np.float32)
     if xa.ndim != 2 or xa.shape[1] != cols:
         raise ValueError(f"x must have shape (n_tok, {cols}), got {xa.shape}")
-    if rows > 0 and cols > 0 and <uint64_t>w.shape[0] < rows * quant_row_bytes(qtype, cols):
+    need = _bytes_needed(qtype, cols)
+    if rows > 0 and cols > 0 and need is not None and <uint64_t>w.shape[0] < rows * need:
         raise ValueError(f"{w.shape[0]} weight bytes are too few for {rows} x {cols} of type {qtype}")
     cdef int64_t n_tok = xa.shape[0]
     y = np.empty((n_tok, rows), dtype=np.float32)

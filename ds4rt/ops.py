@@ -25,6 +25,7 @@ __all__ = [
     "isa",
     "matmul",
     "quantize_activation",
+    "random_weights",
     "row_bytes",
     "set_isa",
     "type_id",
@@ -164,6 +165,50 @@ def set_isa(name: str) -> None:
     """Switches the CPU kernel path ("auto" for the default). Raises UnsupportedError if this CPU
     cannot run it."""
     _core.cpu_isa_set(name)
+
+
+# Byte offsets of the f16 scales in each block (d, and dmin where the format has one), the
+# block size in bytes, and the block size in elements.
+_SCALE_FIELDS = {
+    "Q8_0": ((0,), 34, 32),
+    "Q4_0": ((0,), 18, 32),
+    "Q2_K": ((80, 82), 84, 256),
+    "Q4_K": ((0, 2), 144, 256),
+    "Q5_K": ((0, 2), 176, 256),
+    "Q6_K": ((208,), 210, 256),
+    "IQ2_XXS": ((0,), 66, 256),
+}
+
+
+def random_weights(
+    qtype: str | int, rows: int, cols: int, seed: int = 0, scale: float = 0.01
+) -> bytes:
+    """Raw GGUF bytes of a random W[rows][cols] of qtype, for tests and benchmarks: float types
+    hold N(0, 1) values; block types hold random bytes with finite positive f16 scales around
+    `scale` (MXFP4: exponents near 2^-5), so every code path of a format is exercised."""
+    name = _name(qtype)
+    rng = np.random.default_rng(seed)
+    n = int(rows) * int(cols)
+    if name in ("F32", "F16", "BF16"):
+        x = rng.standard_normal(n).astype(np.float32)
+        if name == "F32":
+            return x.tobytes()
+        if name == "F16":
+            return x.astype(np.float16).tobytes()
+        return (x.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    nbytes = row_bytes(name, cols) * int(rows)
+    if name == "MXFP4":
+        raw = rng.integers(0, 256, size=(nbytes // 17, 17), dtype=np.uint8)
+        raw[:, 0] = rng.integers(118, 130, size=raw.shape[0])
+        return raw.tobytes()
+    if name not in _SCALE_FIELDS:
+        raise ValueError(f"random_weights: no generator for {name}")
+    offs, bsz, _ = _SCALE_FIELDS[name]
+    raw = rng.integers(0, 256, size=(nbytes // bsz, bsz), dtype=np.uint8)
+    for off in offs:
+        d = (scale * (0.2 + rng.random(raw.shape[0]))).astype(np.float16)
+        raw[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
+    return raw.tobytes()
 
 
 def _as_bytes(raw):

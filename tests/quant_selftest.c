@@ -13,6 +13,7 @@
  * failure, 0 otherwise.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,9 +100,10 @@ static const uint32_t types[] = {DS4RT_TYPE_F32,  DS4RT_TYPE_F16,  DS4RT_TYPE_BF
 static int64_t pick_cols(uint32_t type, int variant) {
     int ok;
     const uint32_t at = ds4rt_act_type_for(type, &ok);
-    if (at == DS4RT_TYPE_Q8_K) return variant == 0 ? 256 * 9 : variant == 1 ? 256 : 256 * 3;
-    if (at == DS4RT_TYPE_Q8_0) return variant == 0 ? 32 * 27 : variant == 1 ? 32 : 32 * 8;
-    return variant == 0 ? 1000 : variant == 1 ? 7 : 64;
+    /* variant 2 is wide enough that 16 tokens split the columns into chunks (matmul.c) */
+    if (at == DS4RT_TYPE_Q8_K) return variant == 0 ? 256 * 9 : variant == 1 ? 256 : 256 * 13;
+    if (at == DS4RT_TYPE_Q8_0) return variant == 0 ? 32 * 27 : variant == 1 ? 32 : 32 * 75;
+    return variant == 0 ? 1000 : variant == 1 ? 7 : 1000 + 64;
 }
 
 static void check_type(const char *isa, uint32_t type, ds4rt_pool *pool1, ds4rt_pool *pool3) {
@@ -181,7 +183,50 @@ static void check_type(const char *isa, uint32_t type, ds4rt_pool *pool1, ds4rt_
     }
 }
 
+/* parallel_for: every item exactly once, whatever the thread count, size and grain; and pools
+ * destroyed right after creation (workers that have not started yet must still stop). */
+typedef struct {
+    _Atomic int *hits;
+} cover_ctx;
+
+static void cover_fn(void *vctx, int64_t b, int64_t e, int thread) {
+    cover_ctx *c = vctx;
+    (void)thread;
+    for (int64_t i = b; i < e; i++) c->hits[i]++;
+}
+
+static void check_pool(void) {
+    for (int i = 0; i < 200; i++) {
+        ds4rt_pool *p = NULL;
+        if (ds4rt_pool_create(1 + i % 5, &p) != DS4RT_OK) fail("pool", "-", "create");
+        ds4rt_pool_destroy(p);
+    }
+    static const int64_t sizes[] = {1, 2, 7, 64, 1000, 100003};
+    _Atomic int *hits = calloc(100003, sizeof *hits);
+    for (int th = 1; th <= 6; th += 1) {
+        ds4rt_pool *p = NULL;
+        ds4rt_pool_create(th, &p);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+            for (int64_t grain = 1; grain <= 4096; grain *= 8)
+                for (int rep = 0; rep < 3; rep++) {
+                    const int64_t n = sizes[k];
+                    for (int64_t i = 0; i < n; i++) hits[i] = 0;
+                    cover_ctx c = {hits};
+                    ds4rt_pool_parallel_for(p, n, grain, cover_fn, &c);
+                    for (int64_t i = 0; i < n; i++)
+                        if (hits[i] != 1) {
+                            fail("pool", "-", "parallel_for visited an item other than once");
+                            i = n;
+                        }
+                }
+        ds4rt_pool_destroy(p);
+    }
+    free(hits);
+    printf("%s pool\n", failures ? "FAIL" : "OK");
+}
+
 int main(void) {
+    check_pool();
     ds4rt_pool *pool1 = NULL, *pool3 = NULL;
     if (ds4rt_pool_create(1, &pool1) != DS4RT_OK || ds4rt_pool_create(3, &pool3) != DS4RT_OK) {
         printf("FAIL pool_create: %s\n", ds4rt_last_error());

@@ -6,7 +6,7 @@ scalar path, for batch and thread invariance, and against float64.
     python tools/quant_selftest.py                                   # native compiler, run here
     python tools/quant_selftest.py --cc aarch64-linux-gnu-gcc \\
         --run "qemu-aarch64 -cpu max"                                # NEON (+dotprod) under qemu
-    python tools/quant_selftest.py --build-only --out /tmp/selftest  # e.g. to copy to an AVX-512 box
+    python tools/quant_selftest.py --build-only --out /tmp/selftest  # to copy to an AVX-512 box
 
 Exit status: that of the self-test (0 = all paths pass), or 2 if the build fails.
 """
@@ -37,10 +37,19 @@ COMMON_SOURCES = [
 
 ISA_SOURCES = {
     "x86_64": [
-        ("src/quant/kernels_avx2.c", ["-mavx2", "-mfma", "-mf16c"]),
+        ("src/quant/kernels_avx2.c", ["-mavx2", "-mfma", "-mf16c", "-mbmi", "-mbmi2"]),
         (
             "src/quant/kernels_avx512.c",
-            ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vl"],
+            [
+                "-mavx2",
+                "-mfma",
+                "-mf16c",
+                "-mbmi",
+                "-mbmi2",
+                "-mavx512f",
+                "-mavx512bw",
+                "-mavx512vl",
+            ],
         ),
     ],
     "aarch64": [

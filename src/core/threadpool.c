@@ -1,11 +1,17 @@
 /*
  * threadpool.c - persistent workers for the CPU backend (see threadpool.h).
  *
- * Dispatch: the caller publishes the job, bumps `generation` and wakes sleepers (only if any
- * sleep). Workers spin on `generation` for a short while (DS4RT_POOL_SPIN_US, default 100 us)
- * and then sleep on a condition variable, so back-to-back matmuls of a decode step dispatch in
- * well under a microsecond while an idle pool costs no CPU. Items are handed out in chunks
- * from an atomic counter; which thread runs a chunk never changes what is computed.
+ * A job is published in `claim`, one 64-bit word holding the job's sequence number (high 24
+ * bits) and the next unclaimed item (low 40 bits). Threads take chunks by compare-and-swap on
+ * that word, so a worker that wakes late can only take chunks of the job it read the word of,
+ * and the caller waits only for chunks that were actually taken (`done`), never for a worker
+ * that took none: a descheduled or sleeping worker costs no latency, the caller just does more.
+ *
+ * Waking: the caller rings `doorbell` and signals the condition variable only if a worker
+ * sleeps. Workers spin on the doorbell for DS4RT_POOL_SPIN_US (default 100 us) before sleeping,
+ * so back-to-back products of a decode step dispatch without a system call.
+ * Which thread runs a chunk never changes what is computed for an item. (The 24-bit job number
+ * wraps after 16M jobs; a worker would have to stall inside one CAS loop that long to misread.)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,32 +24,36 @@
 #include "threadpool.h"
 
 #define POOL_MAX_THREADS 1024
+#define IDX_BITS 40
+#define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
+#define SEQ_MASK ((UINT64_C(1) << (64 - IDX_BITS)) - 1)
+#define MAX_ITEMS ((int64_t)1 << (IDX_BITS - 1)) /* larger jobs run on the caller alone */
+
+struct worker_arg {
+    ds4rt_pool *pool;
+    int index;
+};
 
 struct ds4rt_pool {
     int n_threads;
     pthread_t *threads;
     struct worker_arg *args;
+    int64_t spin_ns;
+    uint64_t seq; /* the caller's job counter */
 
-    /* the current job (written by the caller before generation is bumped) */
-    ds4rt_range_fn fn;
-    void *ctx;
-    int64_t n;
-    int64_t chunk;
-    _Atomic int64_t next;
+    /* the current job; fields are written between closing and opening `claim` */
+    _Atomic uint64_t claim;
+    _Atomic(ds4rt_range_fn) fn;
+    _Atomic(void *) ctx;
+    _Atomic int64_t n;
+    _Atomic int64_t chunk;
+    _Atomic int64_t done; /* items finished in the current job */
 
-    _Atomic uint32_t generation;
-    _Atomic int pending; /* workers that have not finished the current generation */
+    _Atomic uint32_t doorbell;
     _Atomic int n_sleeping;
     _Atomic int stop;
-    int64_t spin_ns;
-
     pthread_mutex_t mu;
     pthread_cond_t cv;
-};
-
-struct worker_arg {
-    ds4rt_pool *pool;
-    int index;
 };
 
 static inline void cpu_relax(void) {
@@ -71,47 +81,60 @@ int ds4rt_cpu_count(void) {
     return 1;
 }
 
+/* Takes and runs chunks of the job that `claim` holds now, until it has none left. */
 static void run_chunks(ds4rt_pool *p, int thread) {
-    const int64_t n = p->n, chunk = p->chunk;
+    uint64_t cur = atomic_load_explicit(&p->claim, memory_order_acquire);
+    const uint64_t seq = cur >> IDX_BITS;
     for (;;) {
-        const int64_t b = atomic_fetch_add_explicit(&p->next, chunk, memory_order_relaxed);
-        if (b >= n) break;
-        p->fn(p->ctx, b, b + chunk < n ? b + chunk : n, thread);
+        if ((cur >> IDX_BITS) != seq) return; /* a newer job: its caller handles it */
+        const int64_t idx = (int64_t)(cur & IDX_MASK);
+        const int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
+        const int64_t chunk = atomic_load_explicit(&p->chunk, memory_order_relaxed);
+        const ds4rt_range_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
+        void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
+        if (idx >= n) return;
+        /* success means the job was still open, so the fields read above are this job's */
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &cur, cur + (uint64_t)chunk, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        const int64_t end = idx + chunk < n ? idx + chunk : n;
+        fn(ctx, idx, end, thread);
+        atomic_fetch_add_explicit(&p->done, end - idx, memory_order_release);
+        cur = atomic_load_explicit(&p->claim, memory_order_acquire);
     }
 }
 
 static void *worker_main(void *arg) {
     struct worker_arg *wa = arg;
     ds4rt_pool *p = wa->pool;
-    uint32_t seen = 0;
+    uint32_t seen = 0; /* the doorbell's initial value: a ring before this thread ran still counts */
     for (;;) {
-        uint32_t g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        uint32_t g = atomic_load_explicit(&p->doorbell, memory_order_acquire);
         if (g == seen) {
             const int64_t until = now_ns() + p->spin_ns;
             for (unsigned i = 1;; i++) {
                 cpu_relax();
-                g = atomic_load_explicit(&p->generation, memory_order_acquire);
+                g = atomic_load_explicit(&p->doorbell, memory_order_acquire);
                 if (g != seen) break;
                 if ((i & 255) == 0 && now_ns() > until) break;
             }
         }
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
-            atomic_fetch_add(&p->n_sleeping, 1); /* seq_cst: pairs with the caller's bump */
-            while ((g = atomic_load(&p->generation)) == seen) pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_add(&p->n_sleeping, 1); /* seq_cst: pairs with ring() */
+            while ((g = atomic_load(&p->doorbell)) == seen) pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->n_sleeping, 1);
             pthread_mutex_unlock(&p->mu);
         }
         seen = g;
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
         run_chunks(p, wa->index);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
     }
     return NULL;
 }
 
-static void bump_generation(ds4rt_pool *p) {
-    atomic_fetch_add(&p->generation, 1); /* seq_cst */
+static void ring(ds4rt_pool *p) {
+    atomic_fetch_add(&p->doorbell, 1); /* seq_cst */
     if (atomic_load(&p->n_sleeping) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
@@ -140,6 +163,7 @@ ds4rt_status ds4rt_pool_create(int n_threads, ds4rt_pool **out) {
     if (p == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "pool_create: out of memory");
     p->n_threads = n_threads;
     p->spin_ns = spin_ns_from_env();
+    atomic_store(&p->claim, IDX_MASK); /* job 0, closed */
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     if (n_threads > 1) {
@@ -170,7 +194,7 @@ ds4rt_status ds4rt_pool_create(int n_threads, ds4rt_pool **out) {
 void ds4rt_pool_destroy(ds4rt_pool *pool) {
     if (pool == NULL) return;
     atomic_store(&pool->stop, 1);
-    bump_generation(pool);
+    ring(pool);
     for (int i = 0; i < pool->n_threads - 1; i++) pthread_join(pool->threads[i], NULL);
     pthread_mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->cv);
@@ -184,22 +208,25 @@ int ds4rt_pool_threads(const ds4rt_pool *pool) { return pool ? pool->n_threads :
 void ds4rt_pool_parallel_for(ds4rt_pool *pool, int64_t n, int64_t grain, ds4rt_range_fn fn, void *ctx) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
-    if (pool == NULL || pool->n_threads == 1 || n <= grain) {
+    if (pool == NULL || pool->n_threads == 1 || n <= grain || n >= MAX_ITEMS) {
         fn(ctx, 0, n, 0);
         return;
     }
     /* about four chunks per thread for balance, never below the grain */
     const int64_t per = (n + 4 * (int64_t)pool->n_threads - 1) / (4 * (int64_t)pool->n_threads);
-    pool->fn = fn;
-    pool->ctx = ctx;
-    pool->n = n;
-    pool->chunk = per > grain ? per : grain;
-    atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&pool->pending, pool->n_threads - 1, memory_order_relaxed);
-    bump_generation(pool); /* seq_cst: publishes the job fields above */
+    const uint64_t seq = (++pool->seq) & SEQ_MASK;
+    /* close: from here no thread can take a chunk, and (acq_rel) the writes below stay after it */
+    atomic_exchange_explicit(&pool->claim, seq << IDX_BITS | IDX_MASK, memory_order_acq_rel);
+    atomic_store_explicit(&pool->fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&pool->ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&pool->n, n, memory_order_relaxed);
+    atomic_store_explicit(&pool->chunk, per > grain ? per : grain, memory_order_relaxed);
+    atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->claim, seq << IDX_BITS, memory_order_release); /* open */
+    ring(pool);
     run_chunks(pool, 0);
-    for (unsigned i = 1; atomic_load_explicit(&pool->pending, memory_order_acquire) != 0; i++) {
+    for (unsigned i = 1; atomic_load_explicit(&pool->done, memory_order_acquire) < n; i++) {
         cpu_relax();
-        if ((i & 0xffff) == 0) sched_yield();
+        if ((i & 1023) == 0) sched_yield(); /* let a descheduled worker finish its chunk */
     }
 }

@@ -50,8 +50,9 @@ static const char *cpu_lacks(const char *name) {
 #if defined(__x86_64__) || defined(_M_X64)
     __builtin_cpu_init();
     const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                     __builtin_cpu_supports("f16c");
-    if (strcmp(name, "avx2") == 0) return avx2 ? NULL : "this CPU lacks AVX2/FMA/F16C";
+                     __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
+                     __builtin_cpu_supports("bmi2");
+    if (strcmp(name, "avx2") == 0) return avx2 ? NULL : "this CPU lacks AVX2/FMA/F16C/BMI1/BMI2";
     if (strcmp(name, "avx512") == 0)
         return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl")

@@ -1,11 +1,17 @@
 /*
  * kernels.h - the per-ISA dot-product kernels behind ds4rt_matmul, and their selection.
  *
- * A kernel multiplies ONE weight row with up to DS4RT_TILE_TOK activation rows (a token tile):
- * the weight row is decoded once and used for every token of the tile. Whatever the ISA and the
- * tile, y for one (row, token) pair is computed by the same sequence of integer and f32
- * operations (see blocks.h), so every path gives bitwise the same result as the scalar one, for
- * any n_tok and thread count.
+ * A kernel multiplies ONE weight row with up to DS4RT_TILE_TOK activation rows (a token tile)
+ * over a range of columns [k0, k1): the weight blocks are decoded once and used for every token
+ * of the tile, and each (row, token) pair's partial sums are accumulated into its lane array
+ * (8 f32 lanes for block types, 32 for float types; see blocks.h). The driver zeroes the lanes,
+ * calls the kernel for consecutive column chunks, and reduces the lanes into y at the end. Lane
+ * k only ever receives the terms of its own blocks (or elements), in increasing order, so the
+ * result does not depend on the chunking, the tile, the thread split or the ISA: every path
+ * gives bitwise the scalar path's result.
+ *
+ * k0 is a multiple of 256 (a whole number of 8-block lane periods for 32-element blocks, of
+ * 32-element lane periods for float types, and of Q8_K blocks); k1 is a multiple of 256 or cols.
  */
 #ifndef DS4RT_KERNELS_H
 #define DS4RT_KERNELS_H
@@ -16,10 +22,18 @@
 #include "ds4rt.h"
 
 #define DS4RT_TILE_TOK 4
+#define DS4RT_CHUNK_ALIGN 256
 
-/* y[i * y_stride] = dot(w_row, activation row t0 + i) for i < n_tok (1 <= n_tok <= 4). */
+/* For i < n_tok (1 <= n_tok <= 4): accumulate the products of columns [k0, k1) of w_row and of
+ * activation row t0 + i into the lanes at lanes + i * lane_stride. */
 typedef void (*ds4rt_dot_fn)(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok,
-                             float *y, int64_t y_stride);
+                             int64_t k0, int64_t k1, float *lanes, int64_t lane_stride);
+
+/* Number of lanes of a weight type's kernels: DS4RT_FLANES for F32/F16/BF16, else DS4RT_QLANES. */
+static inline int ds4rt_lanes_for(uint32_t wtype) {
+    return wtype == DS4RT_TYPE_F32 || wtype == DS4RT_TYPE_F16 || wtype == DS4RT_TYPE_BF16 ? DS4RT_FLANES
+                                                                                        : DS4RT_QLANES;
+}
 
 typedef struct ds4rt_cpu_kernels {
     const char *name;                     /* "scalar", "avx2", "avx512", "neon", "neon-dotprod" */

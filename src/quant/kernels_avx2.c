@@ -17,25 +17,25 @@ ALWAYS_INLINE __m256 load_w_bf16(const uint8_t *p) {
 }
 
 #define DEF_FLOAT_DOT(name, ESZ, LOADW, SCALARW)                                                     \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, float *y,    \
-                           int64_t ys) {                                                             \
-        const int64_t n = a->cols, n32 = n & ~(int64_t)31;                                           \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, int64_t k0,  \
+                           int64_t k1, float *lanes, int64_t ls) {                                   \
+        const int64_t n32 = k0 + ((k1 - k0) & ~(int64_t)31);                                         \
         for (int t = 0; t < n_tok; t++) {                                                            \
             const float *x = ds4rt_act_f32(a, t0 + t);                                               \
-            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                              \
-            for (int64_t i = 0; i < n32; i += 32) {                                                  \
+            float *acc = lanes + t * ls;                                                             \
+            __m256 c0 = _mm256_loadu_ps(acc), c1 = _mm256_loadu_ps(acc + 8);                         \
+            __m256 c2 = _mm256_loadu_ps(acc + 16), c3 = _mm256_loadu_ps(acc + 24);                   \
+            for (int64_t i = k0; i < n32; i += 32) {                                                  \
                 c0 = _mm256_add_ps(c0, _mm256_mul_ps(LOADW(w + ESZ * i), _mm256_loadu_ps(x + i)));     \
                 c1 = _mm256_add_ps(c1, _mm256_mul_ps(LOADW(w + ESZ * (i + 8)), _mm256_loadu_ps(x + i + 8)));  \
                 c2 = _mm256_add_ps(c2, _mm256_mul_ps(LOADW(w + ESZ * (i + 16)), _mm256_loadu_ps(x + i + 16))); \
                 c3 = _mm256_add_ps(c3, _mm256_mul_ps(LOADW(w + ESZ * (i + 24)), _mm256_loadu_ps(x + i + 24))); \
             }                                                                                        \
-            float acc[32];                                                                           \
             _mm256_storeu_ps(acc, c0);                                                               \
             _mm256_storeu_ps(acc + 8, c1);                                                           \
             _mm256_storeu_ps(acc + 16, c2);                                                          \
             _mm256_storeu_ps(acc + 24, c3);                                                          \
-            for (int64_t i = n32; i < n; i++) acc[i & 31] += SCALARW(w + ESZ * i) * x[i];             \
-            y[t * ys] = ds4rt_reduce32(acc);                                                         \
+            for (int64_t i = n32; i < k1; i++) acc[i & 31] += SCALARW(w + ESZ * i) * x[i];            \
         }                                                                                            \
     }
 
@@ -55,17 +55,20 @@ DEF_FLOAT_DOT(bf16, 2, load_w_bf16, scalar_bf16)
  * by lane ((d * xd) * I) and added to the 8 accumulator lanes; leftover blocks go lane by lane. */
 
 ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
-                              float *y, int64_t ys) {
-    const int64_t nb = a->cols / 32, nb8 = nb & ~(int64_t)7;
+                              int64_t k0, int64_t k1, float *lanes, int64_t ls) {
+    /* k0 is a multiple of 256: vector lane j holds the blocks b with b % 8 == j */
+    const int64_t b0 = k0 / 32, nb = k1 / 32, nb8 = b0 + ((nb - b0) & ~(int64_t)7);
     const int8_t *xq[TMAX];
     const float *xd[TMAX];
+    float *L[TMAX];
     __m256 acc[TMAX];
     for (int t = 0; t < T; t++) {
         xq[t] = ds4rt_act_qs(a, t0 + t);
         xd[t] = ds4rt_act_d(a, t0 + t);
-        acc[t] = _mm256_setzero_ps();
+        L[t] = lanes + t * ls;
+        acc[t] = _mm256_loadu_ps(L[t]);
     }
-    for (int64_t b = 0; b < nb8; b += 8) {
+    for (int64_t b = b0; b < nb8; b += 8) {
         const uint8_t *wb = w + b * bsz;
         const __m256 wd = scales8_blk32(kind, wb, bsz);
         __m256i q[8];
@@ -77,18 +80,16 @@ ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4r
             acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(ds, _mm256_cvtepi32_ps(hsum8x8(s))));
         }
     }
-    float lanes[TMAX][8];
-    for (int t = 0; t < T; t++) _mm256_storeu_ps(lanes[t], acc[t]);
+    for (int t = 0; t < T; t++) _mm256_storeu_ps(L[t], acc[t]);
     for (int64_t b = nb8; b < nb; b++) {
         const uint8_t *blk = w + b * bsz;
         const __m256i q = decode_blk32(kind, blk);
         const float d = scale_blk32(kind, blk);
         for (int t = 0; t < T; t++) {
             const int32_t I = hsum_i32(dot_i8(q, loadu(xq[t] + b * 32)));
-            lanes[t][b & 7] += (d * xd[t][b]) * (float)I;
+            L[t][b & 7] += (d * xd[t][b]) * (float)I;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
 /* ================= 256-element blocks, Q8_K activations ================= */
@@ -109,12 +110,13 @@ ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int 
 
 ALWAYS_INLINE __m256i bsums16(const qk_rows *r, int t, int64_t b) { return loadu(r->bs[t] + b * 16); }
 
-ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const __m256i m3 = _mm256_set1_epi8(3);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)blk->scales);
         const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15)));
@@ -134,21 +136,21 @@ ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
         for (int t = 0; t < T; t++) {
             const int32_t A = hsum_i32(acc[t]);
             const int32_t B = hsum_i32(_mm256_madd_epi16(mn16, bsums16(&r, t, b)));
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
 /* Q4_K / Q5_K (hbits = 1): 8 sub-blocks of 32 with 6-bit scale and min. */
-ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y,
-                              int64_t ys) {
+ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
+                              int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const size_t bsz = hbits ? 176 : 144;
     const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const uint8_t *blk = w + b * bsz;
         const uint8_t *scales = blk + 4;
         const uint8_t *qs = blk + (hbits ? 48 : 16);
@@ -177,18 +179,18 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
             int32_t B = 0;
             for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
             const int32_t A = hsum_i32(acc[t]);
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
-ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q6_K *blk = (const ds4rt_block_q6_K *)(const void *)(w + b * 210);
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
         __m256i acc[TMAX];
@@ -213,17 +215,24 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
         for (int t = 0; t < T; t++) {
             const int32_t S = hsum_i32(_mm256_madd_epi16(sc16, bsums16(&r, t, b)));
             const int32_t A = hsum_i32(acc[t]) - 32 * S;
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
-ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+/* ls = 2 * (aux >> 28) + 1 broadcast to 16 x i16, indexed by aux >> 28. */
+#define LS16(v) {v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v}
+static const int16_t iq2_ls16[16][16] __attribute__((aligned(32))) = {
+    LS16(1),  LS16(3),  LS16(5),  LS16(7),  LS16(9),  LS16(11), LS16(13), LS16(15),
+    LS16(17), LS16(19), LS16(21), LS16(23), LS16(25), LS16(27), LS16(29), LS16(31)};
+#undef LS16
+
+ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
         __m256i acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_si256();
@@ -235,24 +244,23 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
             const __m256i sgn = _mm256_set_epi64x(
                 (long long)ds4rt_ksigns_bytes[(aux >> 21) & 127], (long long)ds4rt_ksigns_bytes[(aux >> 14) & 127],
                 (long long)ds4rt_ksigns_bytes[(aux >> 7) & 127], (long long)ds4rt_ksigns_bytes[aux & 127]);
-            const __m256i ls = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+            const __m256i lsv = _mm256_load_si256((const __m256i *)(const void *)iq2_ls16[aux >> 28]);
             for (int t = 0; t < T; t++) {
                 const __m256i xs = _mm256_sign_epi8(loadu(r.xq[t] + b * 256 + 32 * s), sgn);
-                acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(grid, xs, ls));
+                acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(grid, xs, lsv));
             }
         }
         const float d = ds4rt_rd_f16(blk->d);
         for (int t = 0; t < T; t++)
-            lanes[t][b & 7] += ((d * r.xd[t][b]) * (float)hsum_i32(acc[t])) * 0.125f;
+            L[t][b & 7] += ((d * r.xd[t][b]) * (float)hsum_i32(acc[t])) * 0.125f;
     }
-    store_results(lanes, T, y, ys);
 }
 
 /* ================= dispatch on the tile size (so T is a constant inside) ================= */
 
 #define DEF_DISPATCH(name, CALL)                                                                    \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, float *y,       \
-                           int64_t ys) {                                                            \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,     \
+                           int64_t k1, float *lanes, int64_t ls) {                                  \
         switch (n) {                                                                                \
         case 1: CALL(1); break;                                                                     \
         case 2: CALL(2); break;                                                                     \
@@ -261,14 +269,14 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
         }                                                                                           \
     }
 
-#define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, y, ys)
-#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, y, ys)
-#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, y, ys)
-#define C_Q2_K(T) tile_q2_K(w, a, t0, T, y, ys)
-#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, y, ys)
-#define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, y, ys)
-#define C_Q6_K(T) tile_q6_K(w, a, t0, T, y, ys)
-#define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, y, ys)
+#define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
+#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q2_K(T) tile_q2_K(w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q6_K(T) tile_q6_K(w, a, t0, T, k0, k1, lanes, ls)
+#define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls)
 
 DEF_DISPATCH(q8_0, C_Q8_0)
 DEF_DISPATCH(q4_0, C_Q4_0)

@@ -51,21 +51,20 @@ static inline float scalar_f32(const uint8_t *p) {
 static inline float scalar_bf16(const uint8_t *p) { return ds4rt_bf16_to_f32(ds4rt_rd_u16(p)); }
 
 #define DEF_FLOAT_DOT(name, ESZ, LOADW, SCALARW)                                                     \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, float *y,    \
-                           int64_t ys) {                                                             \
-        const int64_t n = a->cols, n32 = n & ~(int64_t)31;                                           \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, int64_t k0,  \
+                           int64_t k1, float *lanes, int64_t ls) {                                   \
+        const int64_t n32 = k0 + ((k1 - k0) & ~(int64_t)31);                                         \
         for (int t = 0; t < n_tok; t++) {                                                            \
             const float *x = ds4rt_act_f32(a, t0 + t);                                               \
-            __m512 c0 = _mm512_setzero_ps(), c1 = c0;                                                \
-            for (int64_t i = 0; i < n32; i += 32) {                                                  \
+            float *acc = lanes + t * ls;                                                             \
+            __m512 c0 = _mm512_loadu_ps(acc), c1 = _mm512_loadu_ps(acc + 16);                        \
+            for (int64_t i = k0; i < n32; i += 32) {                                                  \
                 c0 = _mm512_add_ps(c0, _mm512_mul_ps(LOADW(w + ESZ * i), _mm512_loadu_ps(x + i)));     \
                 c1 = _mm512_add_ps(c1, _mm512_mul_ps(LOADW(w + ESZ * (i + 16)), _mm512_loadu_ps(x + i + 16))); \
             }                                                                                        \
-            float acc[32];                                                                           \
             _mm512_storeu_ps(acc, c0);                                                               \
             _mm512_storeu_ps(acc + 16, c1);                                                          \
-            for (int64_t i = n32; i < n; i++) acc[i & 31] += SCALARW(w + ESZ * i) * x[i];             \
-            y[t * ys] = ds4rt_reduce32(acc);                                                         \
+            for (int64_t i = n32; i < k1; i++) acc[i & 31] += SCALARW(w + ESZ * i) * x[i];            \
         }                                                                                            \
     }
 
@@ -76,17 +75,20 @@ DEF_FLOAT_DOT(bf16, 2, load16_bf16, scalar_bf16)
 /* ================= 32-element blocks, Q8_0 activations ================= */
 
 ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
-                              float *y, int64_t ys) {
-    const int64_t nb = a->cols / 32, nb8 = nb & ~(int64_t)7;
+                              int64_t k0, int64_t k1, float *lanes, int64_t ls) {
+    /* k0 is a multiple of 256: vector lane j holds the blocks b with b % 8 == j */
+    const int64_t b0 = k0 / 32, nb = k1 / 32, nb8 = b0 + ((nb - b0) & ~(int64_t)7);
     const int8_t *xq[TMAX];
     const float *xd[TMAX];
+    float *L[TMAX];
     __m256 acc[TMAX];
     for (int t = 0; t < T; t++) {
         xq[t] = ds4rt_act_qs(a, t0 + t);
         xd[t] = ds4rt_act_d(a, t0 + t);
-        acc[t] = _mm256_setzero_ps();
+        L[t] = lanes + t * ls;
+        acc[t] = _mm256_loadu_ps(L[t]);
     }
-    for (int64_t b = 0; b < nb8; b += 8) {
+    for (int64_t b = b0; b < nb8; b += 8) {
         const uint8_t *wb = w + b * bsz;
         const __m256 wd = scales8_blk32(kind, wb, bsz);
         __m512i q[4];
@@ -100,18 +102,16 @@ ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4r
             acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(ds, _mm256_cvtepi32_ps(S)));
         }
     }
-    float lanes[TMAX][8];
-    for (int t = 0; t < T; t++) _mm256_storeu_ps(lanes[t], acc[t]);
+    for (int t = 0; t < T; t++) _mm256_storeu_ps(L[t], acc[t]);
     for (int64_t b = nb8; b < nb; b++) {
         const uint8_t *blk = w + b * bsz;
         const __m256i q = decode_blk32(kind, blk);
         const float d = scale_blk32(kind, blk);
         for (int t = 0; t < T; t++) {
             const int32_t I = hsum_i32(dot_i8(q, loadu(xq[t] + b * 32)));
-            lanes[t][b & 7] += (d * xd[t][b]) * (float)I;
+            L[t][b & 7] += (d * xd[t][b]) * (float)I;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
 /* ================= 256-element blocks, Q8_K activations ================= */
@@ -145,12 +145,13 @@ ALWAYS_INLINE __m512i counts(short a, short b) {
     return join256(_mm256_set1_epi16(a), _mm256_set1_epi16(b));
 }
 
-ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const __m512i m3 = _mm512_set1_epi8(3);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)blk->scales);
         const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15))));
@@ -170,20 +171,20 @@ ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
         for (int t = 0; t < T; t++) {
             const int32_t A = _mm512_reduce_add_epi32(acc[t]);
             const int32_t B = hsum_i32(_mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)));
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
-ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y,
-                              int64_t ys) {
+ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
+                              int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const size_t bsz = hbits ? 176 : 144;
     const __m512i m4 = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const uint8_t *blk = w + b * bsz;
         const uint8_t *qs = blk + (hbits ? 48 : 16);
         int sc[8], mn[8];
@@ -208,19 +209,19 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
             int32_t B = 0;
             for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
             const int32_t A = _mm512_reduce_add_epi32(acc[t]);
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
-ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const __m512i m4 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     const __m512i sh01 = counts(0, 2), sh23 = counts(4, 6);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q6_K *blk = (const ds4rt_block_q6_K *)(const void *)(w + b * 210);
         const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
         const __m512i sc16 = _mm512_castsi256_si512(sc16y);
@@ -244,10 +245,9 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
         for (int t = 0; t < T; t++) {
             const int32_t S = hsum_i32(_mm256_madd_epi16(sc16y, loadu(r.bs[t] + b * 16)));
             const int32_t A = _mm512_reduce_add_epi32(acc[t]) - 32 * S;
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
 ALWAYS_INLINE uint64_t iq2_sign_mask(uint32_t aux) {
@@ -255,12 +255,13 @@ ALWAYS_INLINE uint64_t iq2_sign_mask(uint32_t aux) {
            (uint64_t)ds4rt_ksigns[(aux >> 14) & 127] << 16 | (uint64_t)ds4rt_ksigns[(aux >> 21) & 127] << 24;
 }
 
-ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const uint64_t *G = ds4rt_iq2xxs_grid;
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
         __m512i acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
@@ -271,25 +272,24 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
                                                   (long long)G[p1[0]], (long long)G[p0[3]], (long long)G[p0[2]],
                                                   (long long)G[p0[1]], (long long)G[p0[0]]);
             const __mmask64 neg = (__mmask64)(iq2_sign_mask(aux0) | iq2_sign_mask(aux1) << 32);
-            const __m512i ls = counts((short)(2 * (aux0 >> 28) + 1), (short)(2 * (aux1 >> 28) + 1));
+            const __m512i lsv = counts((short)(2 * (aux0 >> 28) + 1), (short)(2 * (aux1 >> 28) + 1));
             for (int t = 0; t < T; t++) {
                 const __m512i x = loadu512(r.xq[t] + b * 256 + 32 * s);
                 const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
-                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(grid, xs, ls));
+                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(grid, xs, lsv));
             }
         }
         const float d = ds4rt_rd_f16(blk->d);
         for (int t = 0; t < T; t++)
-            lanes[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
+            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
     }
-    store_results(lanes, T, y, ys);
 }
 
 /* ================= dispatch on the tile size ================= */
 
 #define DEF_DISPATCH(name, CALL)                                                                    \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, float *y,       \
-                           int64_t ys) {                                                            \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,     \
+                           int64_t k1, float *lanes, int64_t ls) {                                  \
         switch (n) {                                                                                \
         case 1: CALL(1); break;                                                                     \
         case 2: CALL(2); break;                                                                     \
@@ -298,14 +298,14 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
         }                                                                                           \
     }
 
-#define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, y, ys)
-#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, y, ys)
-#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, y, ys)
-#define C_Q2_K(T) tile_q2_K(w, a, t0, T, y, ys)
-#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, y, ys)
-#define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, y, ys)
-#define C_Q6_K(T) tile_q6_K(w, a, t0, T, y, ys)
-#define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, y, ys)
+#define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
+#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q2_K(T) tile_q2_K(w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q6_K(T) tile_q6_K(w, a, t0, T, k0, k1, lanes, ls)
+#define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls)
 
 DEF_DISPATCH(q8_0, C_Q8_0)
 DEF_DISPATCH(q4_0, C_Q4_0)

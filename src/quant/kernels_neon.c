@@ -38,10 +38,6 @@ ALWAYS_INLINE int32x4_t dot32(int8x16_t a0, int8x16_t a1, const int8_t *x) {
     return dot16(dot16(vdupq_n_s32(0), a0, vld1q_s8(x)), a1, vld1q_s8(x + 16));
 }
 
-ALWAYS_INLINE void store_results(float lanes[][8], int T, float *y, int64_t ys) {
-    for (int t = 0; t < T; t++) y[t * ys] = ds4rt_reduce8(lanes[t]);
-}
-
 /* ================= float weights: acc[i % 32] += w_i * x_i ================= */
 
 ALWAYS_INLINE float32x4_t load4_f32(const uint8_t *p) { return vld1q_f32((const float *)(const void *)p); }
@@ -61,20 +57,19 @@ static inline float scalar_bf16(const uint8_t *p) { return ds4rt_bf16_to_f32(ds4
 /* Weight pointers of F16/BF16 rows are 2-byte aligned at least in GGUF; vld1 has no alignment
  * requirement beyond the element size, and rows handed in by hosts are read the same way. */
 #define DEF_FLOAT_DOT(name, ESZ, LOADW, SCALARW)                                                     \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, float *y,    \
-                           int64_t ys) {                                                             \
-        const int64_t n = a->cols, n32 = n & ~(int64_t)31;                                           \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, int64_t k0,  \
+                           int64_t k1, float *lanes, int64_t ls) {                                   \
+        const int64_t n32 = k0 + ((k1 - k0) & ~(int64_t)31);                                         \
         for (int t = 0; t < n_tok; t++) {                                                            \
             const float *x = ds4rt_act_f32(a, t0 + t);                                               \
+            float *acc = lanes + t * ls;                                                             \
             float32x4_t c[8];                                                                        \
-            for (int k = 0; k < 8; k++) c[k] = vdupq_n_f32(0.0f);                                    \
-            for (int64_t i = 0; i < n32; i += 32)                                                    \
+            for (int k = 0; k < 8; k++) c[k] = vld1q_f32(acc + 4 * k);                               \
+            for (int64_t i = k0; i < n32; i += 32)                                                    \
                 for (int k = 0; k < 8; k++)                                                          \
                     c[k] = vaddq_f32(c[k], vmulq_f32(LOADW(w + ESZ * (i + 4 * k)), vld1q_f32(x + i + 4 * k))); \
-            float acc[32];                                                                           \
             for (int k = 0; k < 8; k++) vst1q_f32(acc + 4 * k, c[k]);                                \
-            for (int64_t i = n32; i < n; i++) acc[i & 31] += SCALARW(w + ESZ * i) * x[i];             \
-            y[t * ys] = ds4rt_reduce32(acc);                                                         \
+            for (int64_t i = n32; i < k1; i++) acc[i & 31] += SCALARW(w + ESZ * i) * x[i];            \
         }                                                                                            \
     }
 
@@ -104,25 +99,25 @@ ALWAYS_INLINE void decode_blk32(int kind, const uint8_t *blk, int8x16_t *lo, int
 }
 
 ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
-                              float *y, int64_t ys) {
-    float lanes[TMAX][8] = {{0}};
+                              int64_t k0, int64_t k1, float *lanes, int64_t ls) {
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const int8_t *xq[TMAX];
     const float *xd[TMAX];
     for (int t = 0; t < T; t++) {
         xq[t] = ds4rt_act_qs(a, t0 + t);
         xd[t] = ds4rt_act_d(a, t0 + t);
     }
-    for (int64_t b = 0; b < a->cols / 32; b++) {
+    for (int64_t b = k0 / 32; b < k1 / 32; b++) {
         const uint8_t *blk = w + b * bsz;
         int8x16_t lo, hi;
         decode_blk32(kind, blk, &lo, &hi);
         const float d = kind == 2 ? ds4rt_e8m0_half(blk[0]) : ds4rt_rd_f16(blk);
         for (int t = 0; t < T; t++) {
             const int32_t I = vaddvq_s32(dot32(lo, hi, xq[t] + b * 32));
-            lanes[t][b & 7] += (d * xd[t][b]) * (float)I;
+            L[t][b & 7] += (d * xd[t][b]) * (float)I;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
 /* ================= 256-element blocks, Q8_K activations ================= */
@@ -143,12 +138,13 @@ ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int 
 
 ALWAYS_INLINE int8x16_t s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
 
-ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const uint8x16_t m3 = vdupq_n_u8(3);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
         int32x4_t acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = vdupq_n_s32(0);
@@ -173,20 +169,20 @@ ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
             int32_t B = 0;
             for (int g = 0; g < 16; g++) B += (blk->scales[g] >> 4) * bs[g];
             const int32_t A = vaddvq_s32(acc[t]);
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
-ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y,
-                              int64_t ys) {
+ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
+                              int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const size_t bsz = hbits ? 176 : 144;
     const uint8x16_t m4 = vdupq_n_u8(15), b4 = vdupq_n_u8(16);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const uint8_t *blk = w + b * bsz;
         const uint8_t *qs = blk + (hbits ? 48 : 16);
         int sc[8], mn[8];
@@ -218,19 +214,19 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
             int32_t B = 0;
             for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
             const int32_t A = vaddvq_s32(acc[t]);
-            lanes[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
-    store_results(lanes, T, y, ys);
 }
 
-ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const uint8x16_t m4 = vdupq_n_u8(15), m3 = vdupq_n_u8(3);
     const int8x16_t k32 = vdupq_n_s8(32);
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q6_K *blk = (const ds4rt_block_q6_K *)(const void *)(w + b * 210);
         int32x4_t acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = vdupq_n_s32(0);
@@ -255,9 +251,8 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
             }
         }
         const float d = ds4rt_rd_f16(blk->d);
-        for (int t = 0; t < T; t++) lanes[t][b & 7] += (d * r.xd[t][b]) * (float)vaddvq_s32(acc[t]);
+        for (int t = 0; t < T; t++) L[t][b & 7] += (d * r.xd[t][b]) * (float)vaddvq_s32(acc[t]);
     }
-    store_results(lanes, T, y, ys);
 }
 
 ALWAYS_INLINE int8x16_t grid16(uint8_t i0, uint8_t i1) {
@@ -268,11 +263,12 @@ ALWAYS_INLINE int8x16_t signs16(uint32_t i0, uint32_t i1) { /* bytes of +1 / -1 
         vcombine_u64(vcreate_u64(ds4rt_ksigns_bytes[i0 & 127]), vcreate_u64(ds4rt_ksigns_bytes[i1 & 127])));
 }
 
-ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, float *y, int64_t ys) {
+ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
-    float lanes[TMAX][8] = {{0}};
-    for (int64_t b = 0; b < a->cols / 256; b++) {
+    float *L[TMAX];
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
         int32x4_t acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = vdupq_n_s32(0);
@@ -281,25 +277,24 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
             const uint32_t aux = ds4rt_rd_u32(p + 4);
             const int8x16_t g0 = grid16(p[0], p[1]), g1 = grid16(p[2], p[3]);
             const int8x16_t s0 = signs16(aux, aux >> 7), s1 = signs16(aux >> 14, aux >> 21);
-            const int32_t ls = (int32_t)(2 * (aux >> 28) + 1);
+            const int32_t lsv = (int32_t)(2 * (aux >> 28) + 1);
             for (int t = 0; t < T; t++) {
                 const int8_t *x = r.xq[t] + b * 256 + 32 * s;
                 const int8x16_t x0 = vmulq_s8(vld1q_s8(x), s0), x1 = vmulq_s8(vld1q_s8(x + 16), s1);
-                acc[t] = vmlaq_n_s32(acc[t], dot16(dot16(vdupq_n_s32(0), g0, x0), g1, x1), ls);
+                acc[t] = vmlaq_n_s32(acc[t], dot16(dot16(vdupq_n_s32(0), g0, x0), g1, x1), lsv);
             }
         }
         const float d = ds4rt_rd_f16(blk->d);
         for (int t = 0; t < T; t++)
-            lanes[t][b & 7] += ((d * r.xd[t][b]) * (float)vaddvq_s32(acc[t])) * 0.125f;
+            L[t][b & 7] += ((d * r.xd[t][b]) * (float)vaddvq_s32(acc[t])) * 0.125f;
     }
-    store_results(lanes, T, y, ys);
 }
 
 /* ================= dispatch on the tile size ================= */
 
 #define DEF_DISPATCH(name, CALL)                                                                    \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, float *y,       \
-                           int64_t ys) {                                                            \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,     \
+                           int64_t k1, float *lanes, int64_t ls) {                                  \
         switch (n) {                                                                                \
         case 1: CALL(1); break;                                                                     \
         case 2: CALL(2); break;                                                                     \
@@ -308,14 +303,14 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
         }                                                                                           \
     }
 
-#define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, y, ys)
-#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, y, ys)
-#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, y, ys)
-#define C_Q2_K(T) tile_q2_K(w, a, t0, T, y, ys)
-#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, y, ys)
-#define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, y, ys)
-#define C_Q6_K(T) tile_q6_K(w, a, t0, T, y, ys)
-#define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, y, ys)
+#define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
+#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q2_K(T) tile_q2_K(w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q6_K(T) tile_q6_K(w, a, t0, T, k0, k1, lanes, ls)
+#define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls)
 
 DEF_DISPATCH(q8_0, C_Q8_0)
 DEF_DISPATCH(q4_0, C_Q4_0)

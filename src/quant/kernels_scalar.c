@@ -14,61 +14,50 @@
  *   IQ2_XXS A = sum_s (2*(aux_s >> 28) + 1) * sum grid*sign*x_q
  *                                                 s_b = ((d * xd) * (float)A) * 0.125f
  * then acc[b % 8] += s_b and y = ds4rt_reduce8(acc). Float weights: acc[i % 32] += w_i * x_i,
- * y = ds4rt_reduce32(acc).
+ * y = ds4rt_reduce32(acc). The acc_* functions add the terms of columns [k0, k1) to acc; the
+ * driver (matmul.c) zeroes acc and reduces it.
  */
 #include "kernels.h"
 #include "quant_tables.h"
 
-#define NB0(act) ((act)->cols / DS4RT_QK0)
-#define NBK(act) ((act)->cols / DS4RT_QK)
-
 /* ---------------- float weights ---------------- */
 
-static float dot1_f32(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_f32(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const float *x = ds4rt_act_f32(a, t);
-    float acc[DS4RT_FLANES] = {0};
-    for (int64_t i = 0; i < a->cols; i++) {
+    for (int64_t i = k0; i < k1; i++) {
         float wi;
         memcpy(&wi, w + 4 * i, 4);
         acc[i & 31] += wi * x[i];
     }
-    return ds4rt_reduce32(acc);
 }
 
-static float dot1_f16(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_f16(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const float *x = ds4rt_act_f32(a, t);
-    float acc[DS4RT_FLANES] = {0};
-    for (int64_t i = 0; i < a->cols; i++) acc[i & 31] += ds4rt_rd_f16(w + 2 * i) * x[i];
-    return ds4rt_reduce32(acc);
+    for (int64_t i = k0; i < k1; i++) acc[i & 31] += ds4rt_rd_f16(w + 2 * i) * x[i];
 }
 
-static float dot1_bf16(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_bf16(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const float *x = ds4rt_act_f32(a, t);
-    float acc[DS4RT_FLANES] = {0};
-    for (int64_t i = 0; i < a->cols; i++) acc[i & 31] += ds4rt_bf16_to_f32(ds4rt_rd_u16(w + 2 * i)) * x[i];
-    return ds4rt_reduce32(acc);
+    for (int64_t i = k0; i < k1; i++) acc[i & 31] += ds4rt_bf16_to_f32(ds4rt_rd_u16(w + 2 * i)) * x[i];
 }
 
 /* ---------------- 32-element blocks with Q8_0 activations ---------------- */
 
-static float dot1_q8_0(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_q8_0(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NB0(a); b++) {
+    for (int64_t b = k0 / 32; b < k1 / 32; b++) {
         const ds4rt_block_q8_0 *blk = (const ds4rt_block_q8_0 *)(const void *)(w + b * 34);
         int32_t isum = 0;
         for (int i = 0; i < 32; i++) isum += blk->qs[i] * xq[b * 32 + i];
         acc[b & 7] += (ds4rt_rd_f16(blk->d) * xd[b]) * (float)isum;
     }
-    return ds4rt_reduce8(acc);
 }
 
-static float dot1_q4_0(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_q4_0(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NB0(a); b++) {
+    for (int64_t b = k0 / 32; b < k1 / 32; b++) {
         const ds4rt_block_q4_0 *blk = (const ds4rt_block_q4_0 *)(const void *)(w + b * 18);
         const int8_t *x = xq + b * 32;
         int32_t isum = 0;
@@ -76,14 +65,12 @@ static float dot1_q4_0(const uint8_t *w, const ds4rt_act *a, int64_t t) {
             isum += ((blk->qs[i] & 15) - 8) * x[i] + ((blk->qs[i] >> 4) - 8) * x[i + 16];
         acc[b & 7] += (ds4rt_rd_f16(blk->d) * xd[b]) * (float)isum;
     }
-    return ds4rt_reduce8(acc);
 }
 
-static float dot1_mxfp4(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_mxfp4(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NB0(a); b++) {
+    for (int64_t b = k0 / 32; b < k1 / 32; b++) {
         const ds4rt_block_mxfp4 *blk = (const ds4rt_block_mxfp4 *)(const void *)(w + b * 17);
         const int8_t *x = xq + b * 32;
         int32_t isum = 0;
@@ -91,17 +78,15 @@ static float dot1_mxfp4(const uint8_t *w, const ds4rt_act *a, int64_t t) {
             isum += ds4rt_mxfp4_values[blk->qs[i] & 15] * x[i] + ds4rt_mxfp4_values[blk->qs[i] >> 4] * x[i + 16];
         acc[b & 7] += (ds4rt_e8m0_half(blk->e) * xd[b]) * (float)isum;
     }
-    return ds4rt_reduce8(acc);
 }
 
 /* ---------------- 256-element blocks with Q8_K activations ---------------- */
 
-static float dot1_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
     const int16_t *bs = ds4rt_act_bsums(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NBK(a); b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
         const int8_t *x = xq + b * 256;
         int32_t A = 0, B = 0;
@@ -118,15 +103,13 @@ static float dot1_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
         const float dx = ds4rt_rd_f16(blk->d) * xd[b], mx = ds4rt_rd_f16(blk->dmin) * xd[b];
         acc[b & 7] += dx * (float)A - mx * (float)B;
     }
-    return ds4rt_reduce8(acc);
 }
 
-static float dot1_q4_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_q4_K(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
     const int16_t *bs = ds4rt_act_bsums(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NBK(a); b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q4_K *blk = (const ds4rt_block_q4_K *)(const void *)(w + b * 144);
         const int8_t *x = xq + b * 256;
         int32_t A = 0, B = 0;
@@ -142,15 +125,13 @@ static float dot1_q4_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
         const float dx = ds4rt_rd_f16(blk->d) * xd[b], mx = ds4rt_rd_f16(blk->dmin) * xd[b];
         acc[b & 7] += dx * (float)A - mx * (float)B;
     }
-    return ds4rt_reduce8(acc);
 }
 
-static float dot1_q5_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_q5_K(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
     const int16_t *bs = ds4rt_act_bsums(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NBK(a); b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q5_K *blk = (const ds4rt_block_q5_K *)(const void *)(w + b * 176);
         const int8_t *x = xq + b * 256;
         int32_t A = 0, B = 0;
@@ -169,14 +150,12 @@ static float dot1_q5_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
         const float dx = ds4rt_rd_f16(blk->d) * xd[b], mx = ds4rt_rd_f16(blk->dmin) * xd[b];
         acc[b & 7] += dx * (float)A - mx * (float)B;
     }
-    return ds4rt_reduce8(acc);
 }
 
-static float dot1_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NBK(a); b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_q6_K *blk = (const ds4rt_block_q6_K *)(const void *)(w + b * 210);
         const int8_t *x = xq + b * 256;
         int32_t A = 0;
@@ -192,14 +171,12 @@ static float dot1_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t) {
         }
         acc[b & 7] += (ds4rt_rd_f16(blk->d) * xd[b]) * (float)A;
     }
-    return ds4rt_reduce8(acc);
 }
 
-static float dot1_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t) {
+static void acc_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
-    float acc[DS4RT_QLANES] = {0};
-    for (int64_t b = 0; b < NBK(a); b++) {
+    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
         const int8_t *x = xq + b * 256;
         int32_t A = 0;
@@ -219,13 +196,12 @@ static float dot1_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t) {
         }
         acc[b & 7] += ((ds4rt_rd_f16(blk->d) * xd[b]) * (float)A) * 0.125f;
     }
-    return ds4rt_reduce8(acc);
 }
 
 #define DEF_TILE(name)                                                                            \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, float *y,  \
-                           int64_t ys) {                                                           \
-        for (int i = 0; i < n_tok; i++) y[i * ys] = dot1_##name(w, a, t0 + i);                     \
+    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, int64_t k0,    \
+                           int64_t k1, float *lanes, int64_t ls) {                                     \
+        for (int i = 0; i < n_tok; i++) acc_##name(w, a, t0 + i, k0, k1, lanes + i * ls);              \
     }
 DEF_TILE(f32)
 DEF_TILE(f16)

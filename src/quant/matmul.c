@@ -3,11 +3,13 @@
  *
  * 1. Each activation row is converted once (act_quant.c) into a per-thread scratch buffer that
  *    grows as needed (no allocation per call once warm).
- * 2. The rows of W are split across the pool. A thread walks its rows once per block of tokens
- *    (sized to stay in L2) and calls the kernel for token tiles of up to DS4RT_TILE_TOK, so each
- *    weight row is loaded once per token block and decoded once per tile.
- * The kernels compute each (row, token) pair by one fixed sequence of operations, so neither the
- * tiling nor the thread split changes any bit of y.
+ * 2. The rows of W are split across the pool. A thread takes its rows in blocks of ROW_BLOCK and
+ *    the tokens in blocks of TOK_BLOCK, and walks the columns in chunks sized so that the chunk
+ *    of every token's activations stays in L1 while the block's rows use it; within a chunk each
+ *    weight row is decoded once per tile of DS4RT_TILE_TOK tokens. Each (row, token) pair keeps
+ *    its lane accumulators across chunks and is reduced into y at the end.
+ * Each lane receives the terms of its own blocks in column order whatever the chunking, tiling
+ * or thread split, so none of them changes any bit of y (see kernels.h).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -63,14 +65,20 @@ static uint8_t *scratch_get(size_t bytes) {
 
 /* ---------------- the product ---------------- */
 
+#define TOK_BLOCK 16
+#define ROW_BLOCK_Q 16 /* rows per block for 8-lane (block type) kernels */
+#define ROW_BLOCK_F 4  /* ... and for 32-lane (float type) kernels: the same 8 KiB of lanes */
+#define L1_ACT_BUDGET (24 * 1024)
+
 typedef struct {
     ds4rt_dot_fn dot;
+    int n_lanes;
     const uint8_t *w;
     uint64_t row_bytes;
     int64_t rows;
     const ds4rt_act *act;
     int64_t n_tok;
-    int64_t tok_block;
+    int64_t k_chunk;
     float *y;
     const float *x;
 } mm_ctx;
@@ -78,14 +86,31 @@ typedef struct {
 static void rows_worker(void *vctx, int64_t r0, int64_t r1, int thread) {
     (void)thread;
     const mm_ctx *c = vctx;
-    for (int64_t tb = 0; tb < c->n_tok; tb += c->tok_block) {
-        const int64_t te = tb + c->tok_block < c->n_tok ? tb + c->tok_block : c->n_tok;
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *wr = c->w + (size_t)r * c->row_bytes;
-            for (int64_t t = tb; t < te; t += DS4RT_TILE_TOK) {
-                const int nt = (int)(te - t < DS4RT_TILE_TOK ? te - t : DS4RT_TILE_TOK);
-                c->dot(wr, c->act, t, nt, c->y + t * c->rows + r, c->rows);
+    const int nl = c->n_lanes;
+    const int64_t row_block = nl == DS4RT_QLANES ? ROW_BLOCK_Q : ROW_BLOCK_F;
+    const int64_t cols = c->act->cols;
+    _Alignas(64) float lanes[ROW_BLOCK_Q * TOK_BLOCK * DS4RT_QLANES];
+    _Static_assert(ROW_BLOCK_F * TOK_BLOCK * DS4RT_FLANES <= sizeof lanes / sizeof lanes[0], "lane buffer");
+    for (int64_t tb = 0; tb < c->n_tok; tb += TOK_BLOCK) {
+        const int64_t nt = c->n_tok - tb < TOK_BLOCK ? c->n_tok - tb : TOK_BLOCK;
+        for (int64_t rb = r0; rb < r1; rb += row_block) {
+            const int64_t nr = r1 - rb < row_block ? r1 - rb : row_block;
+            memset(lanes, 0, sizeof(float) * (size_t)(nr * nt * nl));
+            for (int64_t k0 = 0; k0 < cols; k0 += c->k_chunk) {
+                const int64_t k1 = cols - k0 < c->k_chunk ? cols : k0 + c->k_chunk;
+                for (int64_t r = 0; r < nr; r++) {
+                    const uint8_t *wr = c->w + (size_t)(rb + r) * c->row_bytes;
+                    for (int64_t t = 0; t < nt; t += DS4RT_TILE_TOK) {
+                        const int n = (int)(nt - t < DS4RT_TILE_TOK ? nt - t : DS4RT_TILE_TOK);
+                        c->dot(wr, c->act, tb + t, n, k0, k1, lanes + (r * nt + t) * nl, nl);
+                    }
+                }
             }
+            for (int64_t r = 0; r < nr; r++)
+                for (int64_t t = 0; t < nt; t++) {
+                    const float *l = lanes + (r * nt + t) * nl;
+                    c->y[(tb + t) * c->rows + rb + r] = nl == DS4RT_QLANES ? ds4rt_reduce8(l) : ds4rt_reduce32(l);
+                }
         }
     }
 }
@@ -145,6 +170,7 @@ ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *
 
     mm_ctx c = {
         .dot = k->dot[w->type],
+        .n_lanes = ds4rt_lanes_for(w->type),
         .w = w->data,
         .row_bytes = w->row_bytes,
         .rows = w->rows,
@@ -162,11 +188,16 @@ ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *
     else
         quant_worker(&c, 0, n_tok, 0);
 
-    /* tokens per pass over a thread's rows: keep their activations within ~256 KiB of L2 */
-    int64_t tb = (int64_t)(262144 / act.stride) / DS4RT_TILE_TOK * DS4RT_TILE_TOK;
-    c.tok_block = tb < DS4RT_TILE_TOK ? DS4RT_TILE_TOK : tb;
-    /* rows per chunk: at least ~16 KiB of weights, so dispatch overhead stays small */
-    int64_t grain = (int64_t)(16384 / (w->row_bytes ? w->row_bytes : 1));
+    /* columns per chunk: a chunk of one token block's activations fits the L1 budget */
+    const int64_t ntb = n_tok < TOK_BLOCK ? n_tok : TOK_BLOCK;
+    const double act_per_col = (double)act.stride / (double)w->cols; /* bytes, scales included */
+    int64_t kc = (int64_t)(L1_ACT_BUDGET / (act_per_col * (double)ntb)) / DS4RT_CHUNK_ALIGN * DS4RT_CHUNK_ALIGN;
+    if (kc < DS4RT_CHUNK_ALIGN) kc = DS4RT_CHUNK_ALIGN;
+    c.k_chunk = kc >= w->cols ? w->cols : kc;
+    /* rows per chunk: at least ~64 KiB of weight bytes x tokens of work, so that small products
+     * stay on the calling thread and dispatch costs little next to a chunk */
+    const double work_per_row = (double)(w->row_bytes ? w->row_bytes : 1) * (double)n_tok;
+    int64_t grain = (int64_t)(65536.0 / work_per_row);
     if (grain < 1) grain = 1;
     ds4rt_pool_parallel_for(pool, w->rows, grain, rows_worker, &c);
     return DS4RT_OK;

@@ -84,8 +84,4 @@ ALWAYS_INLINE __m256 scales8_blk32(int kind, const uint8_t *wb, size_t bsz) {
     return _mm256_loadu_ps(e);
 }
 
-ALWAYS_INLINE void store_results(float lanes[][8], int T, float *y, int64_t ys) {
-    for (int t = 0; t < T; t++) y[t * ys] = ds4rt_reduce8(lanes[t]);
-}
-
 #endif /* DS4RT_SIMD_AVX2_H */
