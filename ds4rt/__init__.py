@@ -11,10 +11,12 @@ import os
 
 from . import errors
 from ._core import api_version, build_info, version
+from .dspark import DSpark
 from .errors import Ds4rtError
 from .model import Model, Sampler, Session
 
 __all__ = [
+    "DSpark",
     "Ds4rtError",
     "Model",
     "Sampler",

@@ -14,10 +14,16 @@ cdef extern from "ds4rt.h":
     ctypedef enum ds4rt_numerics:
         DS4RT_NUMERICS_OFFICIAL
         DS4RT_NUMERICS_LLAMACPP
+    ctypedef enum ds4rt_cache_policy:
+        DS4RT_CACHE_AUTO
+        DS4RT_CACHE_OFF
+        DS4RT_CACHE_ON
     ctypedef struct ds4rt_model_params:
         size_t size
         int32_t n_threads
         ds4rt_numerics numerics
+        ds4rt_cache_policy cache_policy
+        uint64_t cache_budget_bytes
     ctypedef struct ds4rt_model_info:
         size_t size
         uint32_t n_layer
@@ -34,6 +40,12 @@ cdef extern from "ds4rt.h":
         ds4rt_numerics numerics
         int32_t n_threads
         uint64_t file_bytes
+        ds4rt_cache_policy cache_requested
+        int32_t cache_active
+        uint64_t cache_bytes
+        uint64_t cache_hits
+        uint64_t cache_fallbacks
+        char cache_reason[160]
     ctypedef struct ds4rt_session_params:
         size_t size
         int64_t n_ctx
@@ -53,6 +65,7 @@ cdef extern from "ds4rt.h":
         ds4rt_sampler_params sampler
         ds4rt_token_fn on_token
         void *user
+        const void *spec
     ctypedef void (*ds4rt_trace_fn)(void *user, uint32_t layer, uint32_t stage, int64_t pos,
                                     const float *data, int64_t n) noexcept
 
@@ -89,18 +102,25 @@ cdef extern from "ds4rt.h":
 
 
 _NUMERICS = {"official": DS4RT_NUMERICS_OFFICIAL, "llama.cpp": DS4RT_NUMERICS_LLAMACPP}
+_CACHE = {"auto": DS4RT_CACHE_AUTO, "off": DS4RT_CACHE_OFF, "on": DS4RT_CACHE_ON}
+_CACHE_NAMES = {v: k for k, v in _CACHE.items()}
 
 
 cdef class _Model:
     cdef ds4rt_model *ptr
     cdef public object path
 
-    def __cinit__(self, path, str numerics="official", int n_threads=0):
+    def __cinit__(self, path, str numerics="official", int n_threads=0, str cache="auto",
+                  uint64_t cache_budget=0):
         if numerics not in _NUMERICS:
             raise ValueError(f"numerics must be one of {sorted(_NUMERICS)}, not {numerics!r}")
+        if cache not in _CACHE:
+            raise ValueError(f"cache must be one of {sorted(_CACHE)}, not {cache!r}")
         cdef ds4rt_model_params p = ds4rt_model_default_params()
         p.numerics = _NUMERICS[numerics]
         p.n_threads = n_threads
+        p.cache_policy = _CACHE[cache]
+        p.cache_budget_bytes = cache_budget
         b = os.fsencode(path)
         cdef const char *cpath = b
         cdef ds4rt_status st
@@ -136,6 +156,11 @@ cdef class _Model:
             "bos_id": info.bos_id, "eos_id": info.eos_id,
             "numerics": "official" if info.numerics == DS4RT_NUMERICS_OFFICIAL else "llama.cpp",
             "n_threads": info.n_threads, "file_bytes": info.file_bytes,
+            "cache": {
+                "requested": _CACHE_NAMES[info.cache_requested], "active": bool(info.cache_active),
+                "bytes": info.cache_bytes, "hits": info.cache_hits,
+                "fallbacks": info.cache_fallbacks, "reason": info.cache_reason.decode(),
+            },
         }
 
 
@@ -168,8 +193,8 @@ cdef class _Session:
     cdef public _Model model
     cdef public int n_vocab
     cdef object _trace
-    cdef object _trace_error
-    cdef object _on_token
+    cdef public object _trace_error
+    cdef public object _on_token
 
     def __cinit__(self, _Model model, int64_t n_ctx=4096, uint32_t max_batch=32):
         cdef ds4rt_session_params p = ds4rt_session_default_params()
@@ -255,36 +280,6 @@ cdef class _Session:
             check(ds4rt_session_set_trace(self.ptr, NULL, NULL))
         else:
             check(ds4rt_session_set_trace(self.ptr, _trace_trampoline, <void *>self))
-
-    def generate(self, prompt, int max_tokens, float temperature, int top_k, float top_p,
-                 float min_p, uint64_t seed, bint stop_at_eos, on_token):
-        cdef int32_t[::1] toks = np.ascontiguousarray(prompt, dtype=np.int32).ravel()
-        cdef size_t n = toks.shape[0]
-        cdef ds4rt_generate_params p = ds4rt_generate_default_params()
-        p.max_tokens = max_tokens
-        p.stop_at_eos = stop_at_eos
-        p.sampler.temperature = temperature
-        p.sampler.top_k = top_k
-        p.sampler.top_p = top_p
-        p.sampler.min_p = min_p
-        p.sampler.seed = seed
-        if on_token is not None:
-            self._on_token = on_token
-            self._trace_error = None
-            p.on_token = _token_trampoline
-            p.user = <void *>self
-        out = np.empty(max(max_tokens, 0), dtype=np.int32)
-        cdef int32_t[::1] ov = out
-        cdef size_t n_out = 0
-        cdef const int32_t *tp = &toks[0] if n else NULL
-        cdef int32_t *op = &ov[0] if max_tokens > 0 else NULL
-        cdef ds4rt_status st
-        with nogil:
-            st = ds4rt_generate(self.ptr, tp, n, &p, op, max(max_tokens, 0), &n_out)
-        self._on_token = None
-        self._raise_callback_error()
-        check(st)
-        return out[:n_out].tolist()
 
 
 cdef class _Sampler:

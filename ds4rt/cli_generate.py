@@ -18,6 +18,7 @@ import sys
 import time
 
 from . import data
+from .dspark import SCHEDULERS, DSpark
 from .errors import Ds4rtError
 from .model import NUMERICS, Model
 
@@ -45,6 +46,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ignore-eos", action="store_true", help="do not stop at the end-of-sequence token"
     )
     g.add_argument("--json", action="store_true", help="print a JSON record instead of text")
+    d = p.add_argument_group("DSpark speculative decoding")
+    d.add_argument(
+        "--support",
+        help="DSpark support GGUF (ds4 or llama.cpp dflash layout); "
+        "default with --dspark and no -m: the embedded one",
+    )
+    d.add_argument(
+        "--dspark", action="store_true", help="decode speculatively with the support model"
+    )
+    d.add_argument(
+        "--confidence",
+        type=float,
+        default=0.5,
+        help="confidence threshold in [0, 1]; 0 disables pruning (default 0.5)",
+    )
+    d.add_argument("--scheduler", choices=SCHEDULERS, default="adaptive")
+    d.add_argument(
+        "--max-draft", type=int, default=0, help="drafts per cycle (default: the block size)"
+    )
+    d.add_argument(
+        "--stats", action="store_true", help="print the speculative stats line at the end"
+    )
+    d.add_argument("--stats-json", action="store_true", help="print the stats as JSON at the end")
 
 
 def _prompt_ids(args: argparse.Namespace, model: Model) -> list[int]:
@@ -72,7 +96,20 @@ def run(args: argparse.Namespace) -> int:
     try:
         model = Model(path, numerics=args.numerics, n_threads=args.threads)
         prompt = _prompt_ids(args, model)
-        session = model.session(n_ctx=args.ctx)
+        dspark = None
+        if args.dspark:
+            support = args.support or (None if args.model else data.default_support())
+            if support is None:
+                print("ds4-cli: error: --dspark needs --support with -m", file=sys.stderr)
+                return 2
+            dspark = DSpark(model, support)
+        elif args.support:
+            print(
+                "ds4-cli: note: --support given without --dspark: decoding without speculation",
+                file=sys.stderr,
+            )
+        block = dspark.block_size if dspark else 0
+        session = model.session(n_ctx=args.ctx, max_batch=max(32, block + 1))
         stream = model.tokenizer.stream() if model.tokenizer and not args.json else None
 
         def show(token: int) -> None:
@@ -91,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             stop_at_eos=not args.ignore_eos,
             on_token=show,
+            dspark=dspark,
+            confidence_threshold=args.confidence,
+            scheduler=args.scheduler,
+            scheduler_options={"max_draft": args.max_draft},
         )
         dt = time.perf_counter() - t0
         if stream is not None:
@@ -98,6 +139,11 @@ def run(args: argparse.Namespace) -> int:
     except Ds4rtError as e:
         print(f"ds4-cli: error: {e}", file=sys.stderr)
         return 1
+    if dspark is not None and args.stats:
+        print(session.spec_stats_line(), file=sys.stderr)
+    if dspark is not None and args.stats_json:
+        json.dump(session.spec_stats(), sys.stderr)
+        sys.stderr.write("\n")
     if args.json:
         text = model.detokenize(out) if model.tokenizer else None
         rec = {"model": path, "prompt_ids": prompt, "ids": out, "text": text, "seconds": dt}

@@ -39,10 +39,19 @@ class Model:
     ``numerics="official"`` follows the trained model (FP8 round trip of KV rows, FP4 round
     trip of the indexer's q/k); ``"llama.cpp"`` turns both simulations off, matching
     llama.cpp b11739 ("llama.cpp-compatible numerics"). ``n_threads <= 0`` uses every CPU.
+    ``cache`` is the Q8->F16 expansion cache policy ("auto", "off", "on", with
+    ``cache_budget`` bytes); ``info["cache"]`` reports its state and why (docs/CACHE.md).
     """
 
-    def __init__(self, path: str, numerics: str = "official", n_threads: int = 0):
-        self._m = _core._Model(path, numerics, n_threads)
+    def __init__(
+        self,
+        path: str,
+        numerics: str = "official",
+        n_threads: int = 0,
+        cache: str = "auto",
+        cache_budget: int = 0,
+    ):
+        self._m = _core._Model(path, numerics, n_threads, cache, cache_budget)
         self.path = path
         self.info = self._m.info()
         core_tok = self._m.tokenizer()
@@ -141,14 +150,58 @@ class Session:
         seed: int = 0,
         stop_at_eos: bool = True,
         on_token: Callable[[int], bool | None] | None = None,
+        *,
+        dspark=None,
+        draft: Callable | None = None,
+        confidence_threshold: float = 0.5,
+        scheduler: str = "adaptive",
+        scheduler_options: dict | None = None,
+        on_stats: Callable[[dict, bool], None] | None = None,
     ) -> list[int]:
         """Evaluates ``prompt`` (appended to the context) and samples up to ``max_tokens`` ids.
 
         Greedy when ``temperature <= 0``. ``on_token(id)`` returning False stops generation.
+        Speculative decoding with ``dspark=`` (a ds4rt.DSpark) or ``draft=`` (a host drafter,
+        see ds4rt.dspark): ``confidence_threshold`` (DSpark; 0 disables pruning),
+        ``scheduler`` ("adaptive", "always", "off") and ``scheduler_options`` (the fields of
+        ds4rt_scheduler_params), ``on_stats(stats, final)`` after every cycle and at the end.
+        The context afterwards holds the prompt and every generated token either way.
         """
-        return self._s.generate(
-            prompt, max_tokens, temperature, top_k, top_p, min_p, seed, stop_at_eos, on_token
+        from .dspark import make_stats_callback
+
+        return _core._generate(
+            self._s,
+            prompt,
+            max_tokens,
+            temperature,
+            top_k,
+            top_p,
+            min_p,
+            seed,
+            stop_at_eos,
+            on_token,
+            dspark._d if dspark is not None else None,
+            draft,
+            confidence_threshold,
+            scheduler,
+            dict(scheduler_options or {}),
+            make_stats_callback(on_stats) if on_stats is not None else None,
         )
+
+    def spec_stats(self) -> dict:
+        """Cumulative speculative-decoding statistics of this session (see ds4rt_spec_stats)."""
+        from .dspark import stats_to_dict
+
+        return stats_to_dict(_core._session_stats(self._s))
+
+    def spec_stats_line(self) -> str:
+        """The same statistics in ds4's one-line format (plus ds4rt's fields)."""
+        from .dspark import stats_line
+
+        return stats_line(_core._session_stats(self._s))
+
+    def reset_spec_stats(self) -> None:
+        _core._session_reset_stats(self._s)
 
 
 class Sampler:

@@ -50,6 +50,7 @@ typedef struct ds4rt_tokenizer ds4rt_tokenizer; /* immutable; shareable across t
 typedef struct ds4rt_model ds4rt_model;         /* read-only after load; shareable across threads */
 typedef struct ds4rt_session ds4rt_session;     /* one context; one thread at a time */
 typedef struct ds4rt_sampler ds4rt_sampler;     /* sampling state; one thread at a time */
+typedef struct ds4rt_dspark ds4rt_dspark;       /* a DSpark support model bound to a target */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */
@@ -287,10 +288,24 @@ typedef enum ds4rt_numerics {
     DS4RT_NUMERICS_LLAMACPP = 1
 } ds4rt_numerics;
 
+/* The Q8->F16 expansion cache: an F16 copy of selected Q8_0 weights that batched passes can
+ * multiply with through half-precision GEMMs. A policy of the model, set by the host, and never
+ * changed by loading a support model (ds4 turned it off whenever a second model was mapped,
+ * dspark.md §8). Enabling it changes arithmetic (F16 vs Q8_0 kernels), so greedy output may
+ * differ between policies; it never differs because of a support model. See docs/CACHE.md. */
+typedef enum ds4rt_cache_policy {
+    DS4RT_CACHE_AUTO = 0,    /* the backend decides (unified-memory devices: off unless a budget
+                                is given; the CPU backend: off, see docs/CACHE.md) */
+    DS4RT_CACHE_OFF = 1,
+    DS4RT_CACHE_ON = 2       /* expand within cache_budget_bytes (0 = no limit) */
+} ds4rt_cache_policy;
+
 typedef struct ds4rt_model_params {
     size_t size;             /* sizeof(ds4rt_model_params), set by ds4rt_model_default_params */
     int32_t n_threads;       /* CPU threads; <= 0: one per CPU the process may run on */
     ds4rt_numerics numerics;
+    ds4rt_cache_policy cache_policy;
+    uint64_t cache_budget_bytes;
 } ds4rt_model_params;
 
 DS4RT_API ds4rt_model_params ds4rt_model_default_params(void);
@@ -316,6 +331,12 @@ typedef struct ds4rt_model_info {
     ds4rt_numerics numerics;
     int32_t n_threads;
     uint64_t file_bytes;
+    ds4rt_cache_policy cache_requested; /* the policy asked for */
+    int32_t cache_active;    /* nonzero if weights are being expanded */
+    uint64_t cache_bytes;    /* bytes of F16 copies held */
+    uint64_t cache_hits;     /* matrix products served from the cache */
+    uint64_t cache_fallbacks; /* requests the backend could not serve (reason below) */
+    char cache_reason[160];  /* why the cache is in its state ("" if active as asked) */
 } ds4rt_model_info;
 
 DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *model, ds4rt_model_info *out);
@@ -415,6 +436,201 @@ DS4RT_API ds4rt_status ds4rt_sampler_sample(ds4rt_sampler *sampler, const float 
 DS4RT_API ds4rt_status ds4rt_sampler_probs(ds4rt_sampler *sampler, const float *logits, float *probs);
 
 /* ------------------------------------------------------------------------------------------ */
+/* DSpark support models                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Loading options. The support model never changes the target: its numerics, caches and memory
+ * policy stay exactly as they were (contrast with ds4, dspark.md §8). */
+typedef struct ds4rt_dspark_params {
+    size_t size;             /* sizeof(ds4rt_dspark_params), set by the default initialiser */
+    uint32_t window;         /* context rows per drafter stage; 0 = the target's sliding window
+                                (DeepSeek's reference sizes it so; 128 for V4 Flash) */
+    int32_t self_test;       /* nonzero (default): run one proposal at load; the load fails,
+                                naming the stage, unless it produced a full draft */
+} ds4rt_dspark_params;
+
+DS4RT_API ds4rt_dspark_params ds4rt_dspark_default_params(void);
+
+/* Loads a DSpark support model for `target`: ds4's layout (general.architecture
+ * "deepseek4-dspark", stages mtp.N., metadata under deepseek4.dspark.<k>, deepseek4.dspark_<k>
+ * or dspark.<k>) or llama.cpp's ("dflash", stages blk.N., dflash.target_layers = ids + 1).
+ * Everything is checked against the target (widths, vocabulary, target layer ids < n_layer and
+ * increasing, noise token < n_vocab, block size 1..16, every tensor's shape and type); any
+ * problem is an error naming the key or tensor, never a drafter that silently does not draft.
+ * The target model must outlive the support model. */
+DS4RT_API ds4rt_status ds4rt_dspark_load(const ds4rt_model *target, const char *path,
+                                         const ds4rt_dspark_params *params, ds4rt_dspark **out);
+DS4RT_API void ds4rt_dspark_free(ds4rt_dspark *dspark);
+
+typedef struct ds4rt_dspark_info {
+    size_t size;             /* set by the caller to sizeof(ds4rt_dspark_info) */
+    int32_t layout;          /* 0: ds4 support GGUF, 1: llama.cpp dflash draft */
+    uint32_t n_stages;
+    uint32_t block_size;     /* B: drafts per block */
+    uint32_t markov_rank;
+    uint32_t noise_token;
+    uint32_t window;
+    uint32_t n_target_layers;
+    uint32_t target_layers[8]; /* 0-based target layers whose outputs are captured */
+    char tensor_types[160];  /* e.g. "main_proj=Q8_0 markov_w1=BF16 ..." */
+} ds4rt_dspark_info;
+
+DS4RT_API ds4rt_status ds4rt_dspark_get_info(const ds4rt_dspark *dspark, ds4rt_dspark_info *out);
+
+/* Attaches the drafter of `dspark` to a session: from then on every forward pass also captures
+ * the drafter's target layers and appends the drafter's context rows, and truncation rolls them
+ * back. Speculative generation attaches automatically; attach before evaluating a prompt so the
+ * drafter sees all of it (rows of positions evaluated before attaching never exist, and
+ * proposals then see a shorter window). The support model must outlive the session. */
+DS4RT_API ds4rt_status ds4rt_session_attach_dspark(ds4rt_session *session, const ds4rt_dspark *dspark);
+
+/* One DSpark proposal after the session's context, for inspection and tests: up to max_draft
+ * greedy drafts following `anchor` (the token that would come next, not yet evaluated).
+ * tokens[] receives *n_tokens drafts, conf[] the sigmoid confidences of the *n_conf slots
+ * evaluated (the draft ends at the first below `threshold`; 0 disables), and logits, if not
+ * NULL, the Markov-corrected logits of each draft (*n_tokens rows of n_vocab floats). Arrays
+ * hold the block size. */
+DS4RT_API ds4rt_status ds4rt_dspark_propose(ds4rt_session *session, const ds4rt_dspark *dspark, int32_t anchor,
+                                            int32_t max_draft, float threshold, int32_t *tokens, int32_t *n_tokens,
+                                            float *conf, int32_t *n_conf, float *logits);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Speculative decoding: scheduler, draft sources, statistics                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A host drafter: propose up to max_draft tokens to follow `context` (n_context ids: the whole
+ * context, ending with the token the drafts continue). Write them to draft[] and return their
+ * count (0 = no draft; negative = error, counted). If probs is not NULL the host may fill
+ * probs[i * n_vocab ...] with the distribution draft[i] was sampled from and set *have_probs to
+ * 1; otherwise drafts are verified as point masses, which keeps sampling exact. */
+typedef int32_t (*ds4rt_draft_fn)(void *user, const int32_t *context, size_t n_context,
+                                  int32_t max_draft, int32_t *draft, float *probs,
+                                  uint32_t n_vocab, int32_t *have_probs);
+
+typedef enum ds4rt_scheduler_mode {
+    DS4RT_SCHEDULER_ADAPTIVE = 0, /* cost model: draft the length that maximises tokens/s */
+    DS4RT_SCHEDULER_ALWAYS = 1,   /* draft the longest allowed block every cycle */
+    DS4RT_SCHEDULER_OFF = 2       /* never draft (plain decoding through the same loop) */
+} ds4rt_scheduler_mode;
+
+typedef struct ds4rt_scheduler_params {
+    size_t size;             /* sizeof(ds4rt_scheduler_params) */
+    ds4rt_scheduler_mode mode;
+    int32_t max_draft;       /* cap on drafts per cycle; 0 = the drafter's block size */
+    int32_t warmup_cycles;   /* adaptive: cycles that always draft before the model decides (4) */
+    int32_t probe_min;       /* adaptive: skipped cycles before a probe proposal (4); doubles */
+    int32_t probe_max;       /*   after each unprofitable probe up to probe_max (64) */
+    float history_decay;     /* adaptive: weight of the past in acceptance/cost averages (0.9) */
+    float confidence_weight; /* adaptive: weight of the drafter's confidences vs history (0.5) */
+    int32_t measured_costs;  /* nonzero (default): time the passes; 0: use the fixed ratios below,
+                                so scheduling (and sampled output) is reproducible run to run */
+    float verify_cost_base;  /* fixed model: cost of a verify pass of n tokens in decode units, */
+    float verify_cost_per_token; /* base + per_token * n (defaults 0.8, 0.2) */
+    float propose_cost;      /* fixed model: cost of a proposal in decode units (0.3) */
+} ds4rt_scheduler_params;
+
+DS4RT_API ds4rt_scheduler_params ds4rt_scheduler_default_params(void);
+
+/* Why a cycle verified no draft (indices of no_draft_by_reason). */
+typedef enum ds4rt_no_draft_reason {
+    DS4RT_NO_DRAFT_SCHEDULER = 0,     /* the scheduler chose not to draft */
+    DS4RT_NO_DRAFT_TAIL = 1,          /* too few tokens left before max_tokens */
+    DS4RT_NO_DRAFT_CONFIDENCE = 2,    /* cut by the confidence threshold at the first position */
+    DS4RT_NO_DRAFT_NOT_READY = 3,     /* the drafter had no context for this position */
+    DS4RT_NO_DRAFT_OP_UNAVAILABLE = 4, /* a backend op the drafter needs is missing */
+    DS4RT_NO_DRAFT_NO_ROOM = 5,       /* the context cannot hold a verify pass */
+    DS4RT_NO_DRAFT_ERROR = 6,         /* the drafter failed (host callback < 0) */
+    DS4RT_NO_DRAFT_SCHEDULER_OFF = 7, /* scheduler mode OFF */
+    DS4RT_NO_DRAFT_EMPTY = 8          /* the draft source returned no tokens */
+} ds4rt_no_draft_reason;
+
+/* Counters and timers of speculative decoding. The first group has ds4's stats-line names and
+ * meanings (dspark.md §9.2), adapted to the reference alignment (docs/DSPARK.md says how).
+ * Times are milliseconds. The struct only grows at its end. */
+typedef struct ds4rt_spec_stats {
+    size_t size;
+    uint64_t cycles;               /* verify passes (with or without drafts) */
+    uint64_t first_tokens;         /* = cycles (ds4 compatibility) */
+    uint64_t proposed;             /* draft tokens verified */
+    uint64_t accepted_draft;       /* draft tokens committed (excludes the bonus token) */
+    uint64_t full;                 /* cycles that committed every draft */
+    uint64_t partial;              /* cycles that committed some but not all */
+    uint64_t miss_first;           /* cycles whose first draft was rejected */
+    uint64_t no_draft;             /* cycles without a draft (every reason) */
+    uint64_t no_room;
+    uint64_t invalid;              /* draft ids outside the vocabulary (host drafters) */
+    uint64_t scheduler_skips;
+    uint64_t tail_skips;
+    uint64_t verifier_unavailable;
+    uint64_t errors;
+    double propose;                /* whole proposer */
+    double prop_stage0;            /* fusion: main_proj + main_norm (+ context rows) */
+    double prop_setup;             /* block assembly */
+    double prop_cache;             /* drafter ring maintenance (context rows of committed tokens) */
+    double prop_chain;             /* all stages */
+    double prop_hidden;            /* final HC head + norm */
+    double prop_conf0;             /* confidence of the first slot */
+    double prop_logits;            /* base logits (target head) */
+    double prop_markov;            /* Markov chain + confidences */
+    double prop_confidence;        /* (lazy confidences are inside prop_markov; kept for ds4) */
+    double snapshot;               /* target frontier snapshot (inside verify) */
+    double verify;                 /* verify passes */
+    double verify_upload;
+    double verify_layer;
+    double verify_head;
+    double verify_read;
+    uint64_t verify_fused_head;
+    double replay;                 /* always 0: rollback is exact without replay */
+    double spec_total;             /* whole speculative loop after the prompt */
+    double target;                 /* passes that verified no draft (plain decodes) */
+    double saved;                  /* accepted drafts x the running plain-decode time */
+    double net_saved;              /* saved - propose - (verify - cycles x decode time) */
+    uint64_t draft_len_hist[17];   /* cycles by drafts verified (0..16) */
+    uint64_t accepted_len_hist[17]; /* cycles by drafts committed */
+    /* ds4rt additions */
+    uint64_t no_draft_by_reason[9]; /* indexed by ds4rt_no_draft_reason */
+    uint64_t proposed_at[16];       /* drafts verified at position i of a block */
+    uint64_t accepted_at[16];       /* ... and committed */
+    double stage_ms[8];             /* drafter stage timers */
+    uint64_t confidence_cuts;       /* drafts shortened by the threshold (any position) */
+    uint64_t scheduler_trims;       /* drafts shortened by the scheduler after proposing */
+    uint64_t probes;                /* adaptive: proposals made to re-measure while skipping */
+    uint64_t tokens;                /* tokens generated */
+    uint64_t cache_bytes;           /* Q8->F16 expansion cache bytes (see docs/CACHE.md) */
+    uint64_t cache_hits;
+    uint64_t cache_fallbacks;
+    double decode_ms_avg;           /* scheduler's running plain-decode time */
+} ds4rt_spec_stats;
+
+/* Called after every cycle (final = 0) and once at the end of a generation (final = 1) with
+ * the session's cumulative statistics. */
+typedef void (*ds4rt_stats_fn)(void *user, const ds4rt_spec_stats *stats, int final);
+
+typedef struct ds4rt_spec_params {
+    size_t size;             /* sizeof(ds4rt_spec_params) */
+    ds4rt_dspark *dspark;    /* the drafter: a DSpark support model, or */
+    ds4rt_draft_fn draft_fn; /* a host drafter (used when dspark is NULL) */
+    void *draft_user;
+    float confidence_threshold; /* DSpark: the draft ends at the first position whose
+                                   confidence sigma(c_i) is below it (per position, not the
+                                   cumulative product); 0 disables pruning. Default 0.5. */
+    ds4rt_scheduler_params scheduler;
+    ds4rt_stats_fn on_stats;
+    void *stats_user;
+} ds4rt_spec_params;
+
+DS4RT_API ds4rt_spec_params ds4rt_spec_default_params(void);
+
+/* Cumulative statistics of a session's speculative generations (zeros before any). */
+DS4RT_API ds4rt_status ds4rt_session_spec_stats(const ds4rt_session *session, ds4rt_spec_stats *out);
+DS4RT_API void ds4rt_session_reset_spec_stats(ds4rt_session *session);
+
+/* ds4's one-line format ("ds4: DSpark stats cycles=... time_ms propose=...") followed by the
+ * ds4rt fields; or JSON. Two-call pattern on buf/cap/needed. */
+DS4RT_API ds4rt_status ds4rt_spec_stats_format(const ds4rt_spec_stats *stats, int json, char *buf, size_t cap,
+                                               size_t *needed);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Generation                                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -428,6 +644,8 @@ typedef struct ds4rt_generate_params {
     ds4rt_sampler_params sampler;
     ds4rt_token_fn on_token; /* optional */
     void *user;
+    const ds4rt_spec_params *spec; /* speculative decoding, or NULL for plain decoding; greedy
+                                      output is token for token the same either way */
 } ds4rt_generate_params;
 
 DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void);

@@ -89,3 +89,18 @@ def test_model_tokenize_round_trip():
     assert m.detokenize(m.tokenize(text)) == text
     assert m.tokenize("<think>") != [m.tokenizer.token_to_id("<think>")]
     assert m.tokenize("<think>", special=True) == [m.tokenizer.token_to_id("<think>")]
+
+
+def test_dspark_flags_print_the_stats_line(capsys):
+    assert (
+        cli.main(["-p", "Hello", "-n", "12", "--dspark", "--stats", "--scheduler", "always"]) == 0
+    )
+    captured = capsys.readouterr()
+    line = next(ln for ln in captured.err.splitlines() if ln.startswith("ds4: DSpark stats"))
+    assert "proposed=" in line and " time_ms propose=" in line
+    # the same text as without speculation (greedy identity)
+    assert cli.main(["-p", "Hello", "-n", "12"]) == 0
+    assert capsys.readouterr().out == captured.out
+    assert cli.main(["-p", "Hi", "-n", "4", "--dspark", "--stats-json", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert json.loads(err.splitlines()[0])["tokens"] == 4

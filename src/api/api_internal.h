@@ -5,6 +5,8 @@
 #include <stdbool.h>
 
 #include "ds4rt.h"
+#include "cache_policy.h"
+#include "dspark.h"
 #include "scratch.h"
 #include "state.h"
 #include "target.h"
@@ -16,6 +18,7 @@ struct ds4rt_model {
     ds4rt_gguf *gguf;
     ds4rt_target target;
     ds4rt_tokenizer *tokenizer; /* NULL if the file carries no tokenizer */
+    ds4rt_cache_state cache;    /* Q8->F16 expansion: decided at load, by the host's policy only */
     ds4rt_model_params params;
     int32_t bos_id, eos_id;
 };
@@ -39,8 +42,25 @@ struct ds4rt_session {
     ds4rt_capture capture;
     ds4rt_trace_fn trace;
     void *trace_user;
+    int32_t *tokens;           /* [n_ctx] the ids in context */
+    /* DSpark drafter attached by the first speculative generation with a support model: every
+     * pass then also captures the drafter's target layers and appends context rows */
+    const ds4rt_dspark *drafter_for;
+    ds4rt_drafter drafter;
+    float *dcap_rows;          /* [n_tgt][max_batch][D] */
+    ds4rt_capture dcap;
+    ds4rt_spec_stats stats;    /* cumulative over speculative generations */
+    double last_snapshot_ms, last_layers_ms, last_head_ms; /* timers of the last pass */
     char error[DS4RT_HANDLE_ERROR_CAP];
 };
+
+/* Speculative generation (speculative.c); params->spec is set. */
+ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt, size_t n_prompt,
+                                        const ds4rt_generate_params *params, int32_t *out, size_t cap,
+                                        size_t *n_out);
+
+/* Attaches a drafter for `d` (a no-op if attached); rows start at the current position. */
+ds4rt_status ds4rt_session_attach_drafter(ds4rt_session *s, const ds4rt_dspark *d);
 
 /* Records the thread's last error in the session and returns `st`. */
 ds4rt_status ds4rt_session_error(ds4rt_session *s, ds4rt_status st);

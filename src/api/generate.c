@@ -22,6 +22,10 @@ DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *s, const int32_t *prompt, s
     if (params->size < sizeof *params)
         return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "generate: params.size %zu < %zu",
                                                  params->size, sizeof *params));
+    if (params->spec != NULL) {
+        ds4rt_status sst = ds4rt_generate_speculative(s, prompt, n_prompt, params, out, cap, n_out);
+        return ds4rt_session_error(s, sst);
+    }
     ds4rt_status st = ds4rt_session_eval(s, prompt, n_prompt, NULL);
     if (st != DS4RT_OK) return st;
     if (s->cur == NULL)

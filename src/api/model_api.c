@@ -1,4 +1,5 @@
 /* model_api.c - loading a deepseek4 model (public API). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,8 @@ DS4RT_API ds4rt_model_params ds4rt_model_default_params(void) {
     p.size = sizeof p;
     p.n_threads = 0;
     p.numerics = DS4RT_NUMERICS_OFFICIAL;
+    p.cache_policy = DS4RT_CACHE_AUTO;
+    p.cache_budget_bytes = 0;
     return p;
 }
 
@@ -32,6 +35,8 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
     }
     if (p.numerics != DS4RT_NUMERICS_OFFICIAL && p.numerics != DS4RT_NUMERICS_LLAMACPP)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: unknown numerics %d", (int)p.numerics);
+    if ((unsigned)p.cache_policy > DS4RT_CACHE_ON)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: unknown cache policy %d", (int)p.cache_policy);
     ds4rt_model *m = calloc(1, sizeof *m);
     if (m == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "model");
     m->params = p;
@@ -49,6 +54,7 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
         ds4rt_model_free(m);
         return ds4rt_fail_context(st, "%s", path);
     }
+    ds4rt_cache_resolve_cpu(p.cache_policy, p.cache_budget_bytes, &m->cache);
     m->bos_id = optional_id(m->gguf, "tokenizer.ggml.bos_token_id");
     m->eos_id = optional_id(m->gguf, "tokenizer.ggml.eos_token_id");
     *out = m;
@@ -86,6 +92,12 @@ DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *m, ds4rt_model_in
     out->numerics = m->params.numerics;
     out->n_threads = m->params.n_threads > 0 ? m->params.n_threads : ds4rt_cpu_count();
     out->file_bytes = ds4rt_gguf_file_size(m->gguf);
+    out->cache_requested = m->cache.requested;
+    out->cache_active = m->cache.active;
+    out->cache_bytes = m->cache.bytes;
+    out->cache_hits = m->cache.hits;
+    out->cache_fallbacks = m->cache.fallbacks;
+    snprintf(out->cache_reason, sizeof out->cache_reason, "%s", m->cache.reason);
     return DS4RT_OK;
 }
 

@@ -42,11 +42,12 @@ DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_
     s->params = p;
     ds4rt_status st = ds4rt_pool_create(m->params.n_threads, &s->pool);
     if (st == DS4RT_OK) st = ds4rt_kv_state_create(hp, p.n_ctx, p.max_batch, &s->st);
-    if (st == DS4RT_OK) st = ds4rt_scratch_create(hp, p.max_batch, p.n_ctx, ds4rt_pool_threads(s->pool), &s->scratch);
+    if (st == DS4RT_OK) st = ds4rt_scratch_create(hp, p.max_batch, p.n_ctx, ds4rt_pool_threads(s->pool), 0, &s->scratch);
     if (st == DS4RT_OK) {
         s->pass_logits = malloc((size_t)p.max_batch * hp->n_vocab * sizeof(float));
         s->prev_logits = malloc((size_t)hp->n_vocab * sizeof(float));
-        if (s->pass_logits == NULL || s->prev_logits == NULL)
+        s->tokens = malloc((size_t)p.n_ctx * sizeof(int32_t));
+        if (s->pass_logits == NULL || s->prev_logits == NULL || s->tokens == NULL)
             st = ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "logit buffers for batches of %u", p.max_batch);
     }
     if (st != DS4RT_OK) {
@@ -66,12 +67,16 @@ DS4RT_API void ds4rt_session_free(ds4rt_session *s) {
     free(s->prev_logits);
     free(s->cap_layers);
     free(s->cap_rows);
+    free(s->tokens);
+    if (s->drafter_for != NULL) ds4rt_drafter_free(&s->drafter);
+    free(s->dcap_rows);
     free(s);
 }
 
 DS4RT_API void ds4rt_session_reset(ds4rt_session *s) {
     if (s == NULL) return;
     ds4rt_kv_state_reset(&s->st);
+    if (s->drafter_for != NULL) ds4rt_drafter_reset(&s->drafter);
     s->cur = NULL;
     s->prev_valid = false;
     s->pass_from = s->pass_n = 0;
@@ -92,10 +97,28 @@ ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t
                             .logits = s->pass_logits,
                             .logits_from = all_logits ? 0 : n - 1,
                             .capture = s->n_cap ? &s->capture : NULL,
+                            .capture2 = s->drafter_for ? &s->dcap : NULL,
                             .trace = s->trace,
                             .trace_user = s->trace_user};
+    int64_t first = s->st.n_pos;
     ds4rt_status st = ds4rt_target_forward(&s->model->target, s->pool, &s->st, &s->scratch, &a);
     if (st != DS4RT_OK) return st; /* the forward pass undid itself */
+    s->last_snapshot_ms = a.ms_snapshot;
+    s->last_layers_ms = a.ms_layers;
+    s->last_head_ms = a.ms_head;
+    memcpy(s->tokens + first, tokens, (size_t)n * sizeof(int32_t));
+    if (s->drafter_for != NULL) {
+        const float *rows[DS4RT_DSPARK_MAX_TARGET_LAYERS];
+        for (uint32_t i = 0; i < s->dcap.n_layers; i++) rows[i] = s->dcap.rows + (size_t)i * s->dcap.stride;
+        double t0 = ds4rt_now_ms(), fusion_ms = 0.0;
+        st = ds4rt_drafter_commit(&s->drafter, s->pool, rows, first, n, &fusion_ms);
+        s->stats.prop_stage0 += fusion_ms;
+        s->stats.prop_cache += ds4rt_now_ms() - t0 - fusion_ms;
+        if (st != DS4RT_OK) { /* the target pass stands; only the drafter is out of step */
+            ds4rt_drafter_restart(&s->drafter, first + n);
+            s->stats.errors++;
+        }
+    }
     s->prev_valid = prev_valid;
     s->pass_from = a.logits_from;
     s->pass_n = n;
@@ -139,6 +162,8 @@ DS4RT_API ds4rt_status ds4rt_session_truncate(ds4rt_session *s, int64_t n_tokens
     int64_t keep = n_tokens - start;
     ds4rt_status st = ds4rt_target_rollback(&s->model->target, &s->st, &s->scratch, keep);
     if (st != DS4RT_OK) return ds4rt_session_error(s, st);
+    if (s->drafter_for != NULL && ds4rt_drafter_crop(&s->drafter, n_tokens) != DS4RT_OK)
+        ds4rt_drafter_restart(&s->drafter, n_tokens); /* rows too old to restore: start afresh */
     const uint32_t V = s->model->target.hp.n_vocab;
     if (keep == 0) s->cur = s->prev_valid ? s->prev_logits : NULL;
     else if (keep - 1 >= s->pass_from) s->cur = s->pass_logits + (size_t)(keep - 1 - s->pass_from) * V;
@@ -199,4 +224,36 @@ DS4RT_API ds4rt_status ds4rt_session_set_trace(ds4rt_session *s, ds4rt_trace_fn 
     s->trace = fn;
     s->trace_user = user;
     return DS4RT_OK;
+}
+
+ds4rt_status ds4rt_session_attach_drafter(ds4rt_session *s, const ds4rt_dspark *d) {
+    if (s->drafter_for == d) return DS4RT_OK;
+    if (d->model != s->model)
+        return ds4rt_fail(DS4RT_ERR_MISMATCH, "the DSpark support model was loaded for another target model");
+    if (s->drafter_for != NULL) {
+        ds4rt_drafter_free(&s->drafter);
+        free(s->dcap_rows);
+        s->dcap_rows = NULL;
+        s->drafter_for = NULL;
+    }
+    const ds4rt_hparams *hp = &s->model->target.hp;
+    size_t stride = (size_t)s->st.max_batch * hp->n_embd;
+    s->dcap_rows = calloc(stride * d->n_tgt, sizeof(float));
+    if (s->dcap_rows == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "DSpark capture buffers");
+    ds4rt_status st = ds4rt_drafter_create(d, s->st.max_batch, ds4rt_pool_threads(s->pool), &s->drafter);
+    if (st != DS4RT_OK) {
+        free(s->dcap_rows);
+        s->dcap_rows = NULL;
+        return st;
+    }
+    ds4rt_drafter_restart(&s->drafter, s->st.n_pos);
+    s->dcap = (ds4rt_capture){.layers = d->tgt_layers, .n_layers = d->n_tgt, .rows = s->dcap_rows,
+                              .stride = (int64_t)stride};
+    s->drafter_for = d;
+    return DS4RT_OK;
+}
+
+DS4RT_API ds4rt_status ds4rt_session_attach_dspark(ds4rt_session *s, const ds4rt_dspark *d) {
+    if (s == NULL || d == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_attach_dspark: NULL argument");
+    return ds4rt_session_error(s, ds4rt_session_attach_drafter(s, d));
 }

@@ -38,4 +38,7 @@ static inline bool ds4rt_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
 
 #define DS4RT_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Monotonic clock in milliseconds, for stage timers. */
+double ds4rt_now_ms(void);
+
 #endif /* DS4RT_INTERNAL_H */

@@ -41,11 +41,13 @@ static void capture_layer(const ds4rt_hparams *hp, const ds4rt_capture *c, uint3
     }
 }
 
+static double now_ms(void) { return ds4rt_now_ms(); }
+
 static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st, ds4rt_scratch *s,
-                             const ds4rt_forward_args *a);
+                             ds4rt_forward_args *a);
 
 ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st,
-                                  ds4rt_scratch *s, const ds4rt_forward_args *a) {
+                                  ds4rt_scratch *s, ds4rt_forward_args *a) {
     const ds4rt_hparams *hp = &t->hp;
     const int64_t n = a->n, pos0 = st->n_pos;
     if (n < 1 || n > (int64_t)st->max_batch || n > s->cap)
@@ -62,7 +64,9 @@ ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pool *pool, ds4rt
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "logits_from %lld outside [0, %lld]", (long long)a->logits_from,
                           (long long)n);
 
+    double t0 = now_ms();
     ds4rt_kv_state_begin_batch(st, n);
+    a->ms_snapshot = now_ms() - t0;
     ds4rt_status status = run_pass(t, pool, st, s, a);
     if (status != DS4RT_OK) {
         /* leave the state as it was before the pass */
@@ -73,11 +77,12 @@ ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pool *pool, ds4rt
 }
 
 static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st, ds4rt_scratch *s,
-                             const ds4rt_forward_args *a) {
+                             ds4rt_forward_args *a) {
     const ds4rt_hparams *hp = &t->hp;
     const int64_t n = a->n, pos0 = st->n_pos;
     const uint32_t N = hp->hc, D = hp->n_embd;
     float *X = s->X, *X2 = s->X2;
+    double t_layers = now_ms();
     for (int64_t i = 0; i < n; i++) {
         float *x = s->x + (size_t)i * D;
         const uint8_t *row = (const uint8_t *)t->tok_embd.data + (size_t)a->tokens[i] * t->tok_embd.row_bytes;
@@ -113,8 +118,11 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_s
         X2 = tmp;
         trace_rows(a, l, DS4RT_TRACE_LAYER_OUT, pos0, X, n, hp->hc_dim);
         capture_layer(hp, a->capture, l, X, n);
+        capture_layer(hp, a->capture2, l, X, n);
     }
     st->n_pos = pos0 + n;
+    double t_head = now_ms();
+    a->ms_layers = t_head - t_layers;
 
     if (a->logits != NULL && a->logits_from < n) {
         const int64_t from = a->logits_from, m = n - from;
@@ -126,6 +134,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_s
         }
         TRY(ds4rt_matmul(pool, &t->output, s->hy, m, a->logits));
     }
+    a->ms_head = now_ms() - t_head;
     return DS4RT_OK;
 }
 

@@ -37,6 +37,9 @@ void ds4rt_hc_expand(const float *X_old, const float *f, const float *post, cons
 void ds4rt_hc_head_weights(const float *m, float scale, const float *base, uint32_t n_hc, float eps,
                            float *w);
 
+/* Upper bound on rotated pairs (rope dims <= head dims <= 4096), for stack buffers. */
+#define DS4RT_MAX_ROPE_PAIRS 2048
+
 /* RoPE parameters of one layer kind. */
 typedef struct ds4rt_rope {
     uint32_t n_rot;      /* rotated dims (the last n_rot of a vector) */

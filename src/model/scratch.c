@@ -9,7 +9,7 @@
 static size_t alloc_count(int64_t n) { return n > 0 ? (size_t)n : 1; }
 
 ds4rt_status ds4rt_scratch_create(const ds4rt_hparams *hp, int64_t cap, int64_t n_ctx, int n_threads,
-                                  ds4rt_scratch *s) {
+                                  int64_t min_keys, ds4rt_scratch *s) {
     memset(s, 0, sizeof *s);
     s->cap = cap;
     s->n_threads = n_threads < 1 ? 1 : n_threads;
@@ -17,7 +17,7 @@ ds4rt_status ds4rt_scratch_create(const ds4rt_hparams *hp, int64_t cap, int64_t 
     for (uint32_t l = 0; l < hp->n_layer; l++)
         if (hp->ratio[l] != 0 && n_ctx / hp->ratio[l] + 2 > max_comp) max_comp = n_ctx / hp->ratio[l] + 2;
     s->max_comp = max_comp;
-    s->max_keys = hp->window + max_comp;
+    s->max_keys = hp->window + max_comp > min_keys ? hp->window + max_comp : min_keys;
 
     const int64_t N = hp->hc, D = hp->n_embd, k = hp->n_expert_used;
     bool ok = true;

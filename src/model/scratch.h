@@ -55,8 +55,10 @@ typedef struct ds4rt_scratch {
     float *hy;              /* [cap][D] */
 } ds4rt_scratch;
 
+/* Buffers for batches of `cap` tokens in a context of n_ctx; attention scores for at least
+ * `min_keys` keys per query (besides the target's window + compressed rows). */
 ds4rt_status ds4rt_scratch_create(const ds4rt_hparams *hp, int64_t cap, int64_t n_ctx, int n_threads,
-                                  ds4rt_scratch *s);
+                                  int64_t min_keys, ds4rt_scratch *s);
 void ds4rt_scratch_free(ds4rt_scratch *s);
 
 #endif /* DS4RT_SCRATCH_H */

@@ -54,14 +54,17 @@ typedef struct ds4rt_forward_args {
     float *logits;              /* [n - logits_from][V] or NULL */
     int64_t logits_from;        /* first batch row whose logits are wanted */
     ds4rt_capture *capture;     /* or NULL */
+    ds4rt_capture *capture2;    /* a second, independent capture (the session's drafter), or NULL */
     ds4rt_trace_cb trace;       /* or NULL */
     void *trace_user;
+    /* out: milliseconds spent in the frontier snapshot, the layers and the output head */
+    double ms_snapshot, ms_layers, ms_head;
 } ds4rt_forward_args;
 
 /* Runs n <= st->max_batch tokens through the model, appending them to the state. Each
  * token's results are bitwise those of feeding the tokens one at a time. */
 ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st,
-                                  ds4rt_scratch *s, const ds4rt_forward_args *a);
+                                  ds4rt_scratch *s, ds4rt_forward_args *a);
 
 /* Keeps only the first `keep` tokens of the last batch (0 <= keep <= batch length): the state
  * becomes exactly what processing those tokens alone would have left. */

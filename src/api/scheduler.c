@@ -1,0 +1,181 @@
+/* scheduler.c - the adaptive / always / off draft-length policy (see scheduler.h). */
+#include "scheduler.h"
+
+#include <string.h>
+
+#include "internal.h"
+
+DS4RT_API ds4rt_scheduler_params ds4rt_scheduler_default_params(void) {
+    ds4rt_scheduler_params p;
+    memset(&p, 0, sizeof p);
+    p.size = sizeof p;
+    p.mode = DS4RT_SCHEDULER_ADAPTIVE;
+    p.max_draft = 0;
+    p.warmup_cycles = 4;
+    p.probe_min = 4;
+    p.probe_max = 64;
+    p.history_decay = 0.9f;
+    p.confidence_weight = 0.5f;
+    p.measured_costs = 1;
+    p.verify_cost_base = 0.8f;
+    p.verify_cost_per_token = 0.2f;
+    p.propose_cost = 0.3f;
+    return p;
+}
+
+void ds4rt_sched_init(ds4rt_sched *s, const ds4rt_scheduler_params *p) {
+    memset(s, 0, sizeof *s);
+    s->p = *p;
+    for (int i = 0; i < DS4RT_SCHED_MAX; i++) s->acc[i] = 0.5; /* uninformed prior */
+    s->acc_all = 0.5;
+    s->probe_gap = p->probe_min > 0 ? p->probe_min : 1;
+}
+
+/* Cost of a plain decode: measured, or inferred from a measured verify width through the
+ * fixed model's shape, or 1 (the fixed model's unit). */
+static double decode_cost(const ds4rt_sched *s) {
+    if (!s->p.measured_costs) return 1.0;
+    if (s->decode_ms > 0) return s->decode_ms;
+    for (int32_t w = 2; w < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms); w++)
+        if (s->have_verify[w]) return s->verify_ms[w] / (s->p.verify_cost_base + s->p.verify_cost_per_token * w);
+    return 1.0;
+}
+
+static double verify_cost(const ds4rt_sched *s, int32_t width) {
+    double unit = decode_cost(s);
+    if (!s->p.measured_costs)
+        return width == 1 ? unit : unit * (s->p.verify_cost_base + s->p.verify_cost_per_token * width);
+    if (width == 1) return unit;
+    if (width < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms) && s->have_verify[width]) return s->verify_ms[width];
+    /* an unseen width: interpolate linearly between the nearest measured widths */
+    int32_t lo = width, hi = width;
+    while (lo > 1 && !s->have_verify[lo]) lo--;
+    while (hi < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms) - 1 && !s->have_verify[hi]) hi++;
+    double vlo = lo >= 1 && s->have_verify[lo] ? s->verify_ms[lo] : unit;
+    if (lo < 1) lo = 1;
+    if (!s->have_verify[hi] || hi == lo) /* extrapolate with the fixed model's slope */
+        return vlo + unit * s->p.verify_cost_per_token * (width - lo);
+    return vlo + (s->verify_ms[hi] - vlo) * (double)(width - lo) / (double)(hi - lo);
+}
+
+static double propose_cost(const ds4rt_sched *s) {
+    if (s->p.measured_costs && s->have_propose) return s->propose_ms;
+    return decode_cost(s) * s->p.propose_cost;
+}
+
+/* Expected tokens per cycle when verifying L drafts with per-position acceptance a[]. */
+static double expected_tokens(const double *a, int32_t L) {
+    double e = 1.0, surv = 1.0;
+    for (int32_t j = 0; j < L; j++) {
+        surv *= a[j];
+        e += surv;
+    }
+    return e;
+}
+
+#define MIN_TRIES 3
+
+/* Per-position acceptance estimates for planning. */
+static void estimates(const ds4rt_sched *s, double *a) {
+    for (int32_t i = 0; i < DS4RT_SCHED_MAX; i++) a[i] = s->tries[i] >= MIN_TRIES ? s->acc[i] : s->acc_all;
+}
+
+double ds4rt_sched_decode_ms(const ds4rt_sched *s) { return s->p.measured_costs ? decode_cost(s) : 0.0; }
+
+static double rate(const ds4rt_sched *s, const double *a, int32_t L, bool proposal_paid) {
+    double cost = L == 0 && !proposal_paid ? decode_cost(s) : propose_cost(s) + verify_cost(s, 1 + L);
+    return expected_tokens(a, L) / cost;
+}
+
+int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reason *reason, bool *probe) {
+    *probe = false;
+    s->probing = false;
+    if (s->p.mode == DS4RT_SCHEDULER_OFF) {
+        *reason = DS4RT_NO_DRAFT_SCHEDULER_OFF;
+        return 0;
+    }
+    if (max_draft <= 0) {
+        *reason = DS4RT_NO_DRAFT_TAIL;
+        return 0;
+    }
+    if (s->p.mode == DS4RT_SCHEDULER_ALWAYS || s->cycles < s->p.warmup_cycles) return max_draft;
+    double a[DS4RT_SCHED_MAX];
+    estimates(s, a);
+    int32_t best = 0;
+    double best_rate = rate(s, a, 0, false);
+    for (int32_t L = 1; L <= max_draft && L <= DS4RT_SCHED_MAX; L++) {
+        double r = rate(s, a, L, false);
+        if (r > best_rate) {
+            best_rate = r;
+            best = L;
+        }
+    }
+    if (best > 0) {
+        s->skip_run = 0;
+        return best;
+    }
+    if (++s->skip_run >= s->probe_gap) { /* look again: acceptance or costs may have changed */
+        s->skip_run = 0;
+        *probe = s->probing = true;
+        return max_draft;
+    }
+    *reason = DS4RT_NO_DRAFT_SCHEDULER;
+    return 0;
+}
+
+int32_t ds4rt_sched_trim(const ds4rt_sched *s, const float *conf, int32_t n) {
+    if (s->p.mode != DS4RT_SCHEDULER_ADAPTIVE || s->cycles < s->p.warmup_cycles) return n;
+    double a[DS4RT_SCHED_MAX];
+    estimates(s, a);
+    double w = conf ? s->p.confidence_weight : 0.0;
+    for (int32_t i = 0; i < n && i < DS4RT_SCHED_MAX; i++) a[i] = w * (conf ? conf[i] : 0.0) + (1.0 - w) * a[i];
+    int32_t L = 0;
+    double r = rate(s, a, 0, true);
+    while (L < n && L < DS4RT_SCHED_MAX) {
+        double next = rate(s, a, L + 1, true);
+        if (next <= r) break; /* early stop: the first position that lowers the rate ends it */
+        r = next;
+        L++;
+    }
+    return L;
+}
+
+/* Running mean of the first observations, then an exponential average: `n` observations came
+ * before this one, so early estimates carry no weight from the prior. */
+static void ema(double *x, double v, double decay, int64_t n) {
+    double w_new = 1.0 / (double)(n + 1);
+    if (w_new < 1.0 - decay) w_new = 1.0 - decay;
+    *x += w_new * (v - *x);
+}
+
+void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, double propose_ms, double verify_ms) {
+    const double k = s->p.history_decay;
+    int32_t width = 1 + drafted;
+    if (width < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms)) {
+        ema(&s->verify_ms[width], verify_ms, k, s->n_verify[width]++);
+        s->have_verify[width] = true;
+    }
+    if (width == 1) s->decode_ms = s->verify_ms[1];
+    if (propose_ms >= 0) {
+        ema(&s->propose_ms, propose_ms, k, s->n_propose++);
+        s->have_propose = true;
+    }
+    /* position i was tried if every draft before it was accepted */
+    for (int32_t i = 0; i < drafted && i <= accepted && i < DS4RT_SCHED_MAX; i++) {
+        double hit = i < accepted ? 1.0 : 0.0;
+        ema(&s->acc[i], hit, k, s->tries[i]++);
+        ema(&s->acc_all, hit, k, s->tries_all++);
+    }
+    if (s->probing) {
+        /* a probe that would not be chosen again doubles the wait before the next one */
+        double a[DS4RT_SCHED_MAX];
+        estimates(s, a);
+        bool pays = false;
+        for (int32_t L = 1; L <= drafted && L <= DS4RT_SCHED_MAX; L++)
+            pays |= rate(s, a, L, false) > rate(s, a, 0, false);
+        s->probe_gap = pays ? (s->p.probe_min > 0 ? s->p.probe_min : 1)
+                            : (s->probe_gap * 2 > s->p.probe_max ? s->p.probe_max : s->probe_gap * 2);
+        s->probing = false;
+    }
+    s->cycles++;
+}

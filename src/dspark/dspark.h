@@ -1,0 +1,129 @@
+/*
+ * dspark.h - the DSpark drafter of DeepSeek V4 Flash (dspark.md), following DeepSeek's own
+ * reference drafter in every point dspark.md marks [settled]:
+ *
+ *   capture   mean of the 4 HC streams of each target layer's output (target_layer_ids, ascending)
+ *   fusion    main_x = RMSNorm(main_proj . concat(captures), main_norm)
+ *   context   per stage s, for every committed position q: kv_norm_s(wkv_s(main_x(q))), RoPE at q
+ *             (base rope.freq_base, no YaRN), FP8 round trip of the non-RoPE dims; a ring of the
+ *             last `window` positions. main_x never enters the residual stream.
+ *   block     [anchor, noise x (B-1)] at positions p+1..p+B (p = last committed position); its
+ *             HC input is the target's embeddings; every block row attends non-causally to the
+ *             window and to all B block rows; no compressor, indexer or hash routing.
+ *   heads     final stage HC head -> h (pre-norm); U = target output . RMSNorm(h, norm); the
+ *             Markov chain prev_0 = anchor, logits_i = U_i + W2 . W1[prev_i]; confidence
+ *             c_i = sigmoid(proj . [h_i ; W1[prev_i]]); the draft ends at the first c_i < threshold.
+ *
+ * Support files in ds4's layout ("deepseek4-dspark", mtp.N. stages) and in llama.cpp's
+ * ("dflash", blk.N.) are both read.
+ */
+#ifndef DS4RT_DSPARK_H
+#define DS4RT_DSPARK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ds4rt.h"
+#include "ops.h"
+#include "scratch.h"
+#include "target.h"
+#include "weights.h"
+
+#define DS4RT_DSPARK_MAX_STAGES 8
+#define DS4RT_DSPARK_MAX_TARGET_LAYERS 8
+#define DS4RT_DSPARK_MAX_BLOCK 16
+
+typedef enum ds4rt_dspark_layout {
+    DS4RT_DSPARK_LAYOUT_DS4 = 0,    /* ds4's support GGUF */
+    DS4RT_DSPARK_LAYOUT_DFLASH = 1  /* llama.cpp's dflash draft GGUF */
+} ds4rt_dspark_layout;
+
+struct ds4rt_dspark {
+    ds4rt_gguf *gguf;
+    const ds4rt_model *model;       /* the target it is bound to (kept by the caller) */
+    const ds4rt_target *target;
+    ds4rt_dspark_layout layout;
+    uint32_t n_stages, block_size, markov_rank, noise_token;
+    uint32_t n_tgt, tgt_layers[DS4RT_DSPARK_MAX_TARGET_LAYERS];
+    uint32_t window;                /* context rows per stage */
+    float clamp, clamp_sh;          /* SwiGLU limits (the target's last layer's) */
+    ds4rt_block_weights stages[DS4RT_DSPARK_MAX_STAGES];
+    ds4rt_weight main_proj;         /* [D][n_tgt*D] */
+    float *main_norm;               /* [D] */
+    float *final_norm;              /* [D] */
+    ds4rt_hc_weights hc_head;       /* fn [N][N*D] */
+    ds4rt_weight markov_w1;         /* [V][R] */
+    ds4rt_weight markov_w2;         /* [V][R] */
+    float *conf_proj;               /* [D + R] */
+    ds4rt_rope rope;                /* dense parameters */
+    bool sim_fp8;
+    char tensor_types[160];         /* "main_proj=Q8_0 markov=BF16 ..." for messages */
+    ds4rt_weight_arena arena;
+};
+
+/* Per-session drafter state: one ring of context KV rows per stage, and buffers. */
+typedef struct ds4rt_drafter {
+    const struct ds4rt_dspark *d;
+    float *ring;             /* [S][window][d_h]; slot of position q: q % window */
+    int64_t base;            /* first position with a row (rows before it never existed) */
+    int64_t start;           /* oldest position whose row is still stored */
+    int64_t end;             /* positions [start, end) have context rows; ring capacity is
+                                window + max_batch so a whole pass can be appended and
+                                cropped back */
+    ds4rt_scratch scratch;   /* cap = max(B, max_batch) */
+    float *cat;              /* [max_batch][n_tgt*D] captures concatenated */
+    float *main_x;           /* [max_batch][D] */
+    float *ctx_kv;           /* [max_batch][d_h] */
+    float *X, *X2;           /* [B][N*D] */
+    float *blk_kv;           /* [B][d_h] */
+    float *h;                /* [B][D] pre-norm head rows */
+    float *hn;               /* [B][D] */
+    float *U;                /* [B][V] base logits */
+    float *corrected;        /* [B][V] Markov-corrected logits */
+    float *markov_state;     /* [R] */
+    float *markov_bias;      /* [V] */
+    float *conf_in;          /* [D + R] */
+    const float **keys;      /* [window + B] */
+    int64_t max_batch;
+} ds4rt_drafter;
+
+/* Output of one proposal. corrected[i] are the Markov-corrected logits the draft token i was
+ * chosen from (the draft distribution q for verification). */
+typedef struct ds4rt_proposal {
+    int32_t n;                              /* drafts produced */
+    int32_t tokens[DS4RT_DSPARK_MAX_BLOCK];
+    float conf[DS4RT_DSPARK_MAX_BLOCK];     /* sigmoid confidences of the evaluated slots */
+    int32_t n_conf;                         /* slots whose confidence was evaluated */
+    bool cut;                               /* ended by the confidence threshold */
+    float *corrected;                       /* [n][V], owned by the drafter */
+    /* stage timers, milliseconds */
+    double ms_setup, ms_chain, ms_stage[DS4RT_DSPARK_MAX_STAGES], ms_hidden, ms_conf0, ms_logits, ms_markov;
+} ds4rt_proposal;
+
+ds4rt_status ds4rt_drafter_create(const struct ds4rt_dspark *d, int64_t max_batch, int n_threads,
+                                  ds4rt_drafter *dr);
+void ds4rt_drafter_free(ds4rt_drafter *dr);
+void ds4rt_drafter_reset(ds4rt_drafter *dr);
+
+/* Appends the context rows of positions first .. first+m-1 from the target's capture rows
+ * (capture[slot] -> m rows of D floats). first must equal dr->end. */
+ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_pool *pool, const float *const *capture, int64_t first,
+                                  int64_t m, double *ms_fusion);
+
+/* Drops context rows of positions >= end (rollback). */
+ds4rt_status ds4rt_drafter_crop(ds4rt_drafter *dr, int64_t end);
+
+/* Forgets every row; the next commit may start at any position `base` (rows before it never
+ * existed: proposals then see a shorter window). */
+void ds4rt_drafter_restart(ds4rt_drafter *dr, int64_t base);
+
+/* Draft up to max_draft (<= B) tokens after `anchor`, the token at p+1 where p = dr->end - 1.
+ * temperature <= 0: greedy Markov chain; else each slot is sampled with `sampler_p` (the
+ * same filters as the target's sampling) using `u[i]` uniforms; work_val needs 2 * n_vocab
+ * floats and work_idx n_vocab. threshold > 0 cuts at the first slot with confidence <
+ * threshold. */
+ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, ds4rt_pool *pool, int32_t anchor, int32_t max_draft,
+                                   float threshold, const ds4rt_sampler_params *sampler_p, const double *u,
+                                   float *work_val, int32_t *work_idx, ds4rt_proposal *out);
+
+#endif /* DS4RT_DSPARK_H */

@@ -1,0 +1,332 @@
+"""Speculative decoding: greedy identity with every draft source, rollback through verify
+passes, the scheduler's behaviour, the confidence threshold, exact sampling, statistics."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from tiny_models import model as tiny
+
+import ds4rt
+
+
+@pytest.fixture(scope="module")
+def fl(tmp_path_factory):
+    return tiny(tmp_path_factory, "float")
+
+
+@pytest.fixture(scope="module")
+def model(fl):
+    return ds4rt.Model(str(fl.target))
+
+
+@pytest.fixture(scope="module")
+def dspark(model, fl):
+    return ds4rt.DSpark(model, str(fl.support))
+
+
+def prompt(n, seed, vocab=512):
+    return [0] + np.random.default_rng(seed).integers(3, vocab, n - 1).tolist()
+
+
+def plain(model, toks, n, **kw):
+    return model.session(max_batch=32).generate(toks, max_tokens=n, stop_at_eos=False, **kw)
+
+
+class Oracle:
+    """Host drafters that know the plain continuation: right (always accepted), wrong (never),
+    or right for a random number of tokens then wrong."""
+
+    def __init__(self, full, vocab, mode, seed=0):
+        self.full, self.vocab, self.mode = full, vocab, mode
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, ctx, k):
+        n = len(ctx)
+        truth = [self.full[n + i] if n + i < len(self.full) else 3 for i in range(k)]
+        if self.mode == "right":
+            return truth
+        if self.mode == "wrong":
+            return [(t + 1) % self.vocab for t in truth]
+        cut = int(self.rng.integers(0, k + 1))
+        return truth[:cut] + [(t + 1) % self.vocab for t in truth[cut:]]
+
+
+@pytest.mark.parametrize("n_prompt,n_gen", [(1, 40), (7, 25), (23, 60), (45, 33)])
+def test_greedy_dspark_output_equals_plain_output(model, dspark, n_prompt, n_gen):
+    toks = prompt(n_prompt, n_prompt)
+    want = plain(model, toks, n_gen)
+    for sched in ("always", "adaptive"):
+        for threshold in (0.0, 0.5):
+            s = model.session(max_batch=16)
+            got = s.generate(
+                toks,
+                max_tokens=n_gen,
+                dspark=dspark,
+                scheduler=sched,
+                confidence_threshold=threshold,
+                stop_at_eos=False,
+            )
+            assert got == want, (sched, threshold)
+            # the context holds prompt + output, exactly as plain generation leaves it
+            assert s.position == len(toks) + n_gen
+            ref = model.session(max_batch=32)
+            ref.eval(toks + want)
+            assert np.array_equal(s.current_logits(), ref.current_logits())
+
+
+@pytest.mark.parametrize("mode", ["right", "wrong", "random"])
+def test_greedy_output_is_unchanged_by_forced_drafters(model, mode):
+    toks = prompt(9, 3)
+    want = plain(model, toks, 80)
+    s = model.session(max_batch=32)
+    got = s.generate(
+        toks,
+        max_tokens=80,
+        draft=Oracle(toks + want, model.n_vocab, mode),
+        scheduler="always",
+        stop_at_eos=False,
+    )
+    assert got == want
+    st = s.spec_stats()
+    if mode == "right":
+        assert st["accepted_draft"] == st["proposed"] > 0 and st["miss_first"] == 0
+    if mode == "wrong":
+        assert st["accepted_draft"] == 0 and st["miss_first"] == st["cycles"] - st["no_draft"]
+
+
+def test_adaptive_scheduler_backs_off_an_always_wrong_drafter(model):
+    toks = prompt(5, 11)
+    want = plain(model, toks, 300)
+    s = model.session(max_batch=32)
+    s.generate(
+        toks, max_tokens=300, draft=Oracle(toks + want, model.n_vocab, "wrong"), stop_at_eos=False
+    )
+    st = s.spec_stats()
+    drafting = st["cycles"] - st["no_draft"]
+    assert drafting / st["cycles"] < 0.06, st  # a few percent after warm-up: the probes
+    assert st["scheduler_skips"] > 0.9 * st["cycles"] and st["probes"] >= 3
+    assert st["no_draft_by_reason"]["scheduler"] == st["scheduler_skips"]
+
+
+def test_adaptive_scheduler_drafts_full_length_for_an_always_right_drafter(model):
+    toks = prompt(5, 12)
+    want = plain(model, toks, 200)
+    s = model.session(max_batch=32)
+    s.generate(
+        toks,
+        max_tokens=200,
+        draft=Oracle(toks + want, model.n_vocab, "right"),
+        stop_at_eos=False,
+        scheduler_options={"max_draft": 8},
+    )
+    st = s.spec_stats()
+    hist = st["draft_len_hist"]
+    # every cycle drafted the full 8, except where the tail rule shortened the last ones
+    assert st["no_draft"] == st["tail_skips"] and hist[8] >= st["cycles"] - 2
+    assert st["accepted_draft"] == st["proposed"]
+
+
+def test_scheduler_off_never_drafts(model, dspark):
+    toks = prompt(6, 13)
+    s = model.session(max_batch=16)
+    assert s.generate(
+        toks, max_tokens=20, dspark=dspark, scheduler="off", stop_at_eos=False
+    ) == plain(model, toks, 20)
+    st = s.spec_stats()
+    reasons = st["no_draft_by_reason"]
+    assert st["proposed"] == 0 and reasons["scheduler_off"] + reasons["tail"] == st["cycles"] > 0
+
+
+def test_confidence_threshold_ends(model, dspark):
+    toks = prompt(12, 14)
+    s = model.session(max_batch=16)
+    s.generate(
+        toks,
+        max_tokens=20,
+        dspark=dspark,
+        scheduler="always",
+        confidence_threshold=1.0,
+        stop_at_eos=False,
+    )
+    st = s.spec_stats()  # sigma(c) < 1 always: every proposal is cut at its first position
+    assert (
+        st["proposed"] == 0 and st["no_draft_by_reason"]["confidence"] == st["confidence_cuts"] > 0
+    )
+    s = model.session(max_batch=16)
+    s.generate(
+        toks,
+        max_tokens=20,
+        dspark=dspark,
+        scheduler="always",
+        confidence_threshold=0.0,
+        stop_at_eos=False,
+    )
+    st = s.spec_stats()  # 0 disables pruning: full blocks
+    assert st["confidence_cuts"] == 0 and st["draft_len_hist"][5] > 0
+
+
+def test_eos_inside_accepted_drafts_ends_generation(model):
+    toks = prompt(4, 15)
+    want = plain(model, toks, 30)
+    eos = model.eos_id
+    full = toks + want[:10] + [eos] + want[10:]
+    s = model.session(max_batch=32)
+
+    def right_with_eos(ctx, k):
+        n = len(ctx)
+        return [full[n + i] if n + i < len(full) else 3 for i in range(k)]
+
+    # the plain continuation does not contain EOS here; the drafter proposes one, which the
+    # target rejects unless it is the target's choice: output stays plain's
+    assert (
+        s.generate(toks, max_tokens=30, draft=right_with_eos, scheduler="always")
+        == want[: len(want)]
+    )
+
+
+def pair_distribution(model, toks, runs, **kw):
+    counts = {}
+    s = model.session(max_batch=32)
+    for seed in range(runs):
+        s.reset()
+        out = tuple(
+            s.generate(
+                toks, max_tokens=2, temperature=0.9, top_k=3, seed=seed, stop_at_eos=False, **kw
+            )
+        )
+        counts[out] = counts.get(out, 0) + 1
+    return counts
+
+
+def exact_pair_distribution(model, toks):
+    s = model.session(max_batch=32)
+    sampler = ds4rt.Sampler(model.n_vocab, temperature=0.9, top_k=3)
+    s.eval(toks)
+    p0 = sampler.probs(s.current_logits())
+    dist = {}
+    for a in np.nonzero(p0)[0]:
+        s2 = model.session(max_batch=32)
+        s2.eval(toks + [int(a)])
+        p1 = sampler.probs(s2.current_logits())
+        for b in np.nonzero(p1)[0]:
+            dist[(int(a), int(b))] = float(p0[a] * p1[b])
+    return dist
+
+
+def chi_square(counts, dist, runs):
+    assert set(counts) <= set(dist), set(counts) - set(dist)
+    return sum((counts.get(k, 0) - runs * p) ** 2 / (runs * p) for k, p in dist.items())
+
+
+@pytest.mark.slow
+def test_speculative_sampling_draws_from_the_target_distribution(model, dspark):
+    """Two tokens at T = 0.9, top-k 3: 9 outcomes whose exact probabilities come from the
+    target; plain sampling, DSpark drafting and a host drafter with its own distribution must
+    all match them (chi-square, 8 degrees of freedom, 99.9th percentile 26.1)."""
+    toks = prompt(10, 21)
+    dist = exact_pair_distribution(model, toks)
+    runs = 3000
+
+    def host(ctx, k):  # drafts one token from a fixed, deliberately wrong distribution
+        q = np.zeros((k, model.n_vocab), dtype=np.float32)
+        q[:, :4] = 0.25
+        rng = np.random.default_rng(len(ctx) * 7 + int(ctx[-1]))
+        return [int(rng.integers(0, 4)) for _ in range(k)], q
+
+    for kw in (
+        {},
+        {"dspark": dspark, "scheduler": "always"},
+        {"draft": host, "scheduler": "always"},
+    ):
+        counts = pair_distribution(model, toks, runs, **kw)
+        assert chi_square(counts, dist, runs) < 26.1, (kw.keys(), counts, dist)
+
+
+def test_stats_line_json_and_callbacks(model, dspark):
+    toks = prompt(8, 16)
+    seen = []
+    s = model.session(max_batch=16)
+    s.generate(
+        toks,
+        max_tokens=24,
+        dspark=dspark,
+        scheduler="always",
+        stop_at_eos=False,
+        on_stats=lambda st, final: seen.append((st["cycles"], final)),
+    )
+    st = s.spec_stats()
+    assert [c for c, final in seen if not final] == list(range(1, st["cycles"] + 1))
+    assert seen[-1] == (st["cycles"], True)
+    line = s.spec_stats_line()
+    keys = re.findall(r" ([a-z_0-9]+)=", line)
+    ds4_fields = [
+        "cycles",
+        "first_tokens",
+        "proposed",
+        "accepted_draft",
+        "accept_rate",
+        "avg_accept",
+        "full",
+        "partial",
+        "miss_first",
+        "no_draft",
+        "no_room",
+        "invalid",
+        "scheduler_skips",
+        "tail_skips",
+        "verifier_unavailable",
+        "errors",
+        "propose",
+        "prop_stage0",
+        "prop_setup",
+        "prop_cache",
+        "prop_chain",
+        "prop_hidden",
+        "prop_conf0",
+        "prop_logits",
+        "prop_markov",
+        "prop_confidence",
+        "snapshot",
+        "verify",
+        "verify_upload",
+        "verify_layer",
+        "verify_head",
+        "verify_read",
+        "verify_fused_head",
+        "replay",
+        "spec_total",
+        "target",
+        "saved",
+        "net_saved",
+        "draft_len_hist",
+        "accepted_len_hist",
+    ]
+    assert line.startswith("ds4: DSpark stats cycles=") and keys[: len(ds4_fields)] == ds4_fields
+    assert " time_ms propose=" in line
+    assert st["tokens"] == 24 and st["cycles"] == st["first_tokens"]
+    assert st["full"] + st["partial"] + st["miss_first"] + st["no_draft"] == st["cycles"]
+    assert sum(st["accepted_len_hist"]) == st["cycles"]
+    s.reset_spec_stats()
+    assert s.spec_stats()["cycles"] == 0
+
+
+def test_bad_speculative_setups(model, dspark, tmp_path_factory):
+    s = model.session(max_batch=4)
+    with pytest.raises(ds4rt.errors.InvalidArgumentError, match="max_batch 4 cannot hold"):
+        s.generate([0, 5], max_tokens=4, dspark=dspark)
+    with pytest.raises(ValueError, match="scheduler must be"):
+        model.session().generate([0], max_tokens=2, dspark=dspark, scheduler="sometimes")
+    with pytest.raises(ds4rt.errors.InvalidArgumentError, match="confidence_threshold"):
+        model.session().generate([0], max_tokens=2, dspark=dspark, confidence_threshold=1.5)
+    other = ds4rt.Model(str(tiny(tmp_path_factory, "float").target))
+    with pytest.raises(ds4rt.errors.MismatchError, match="another target"):
+        other.session().generate([0], max_tokens=2, dspark=dspark)
+
+    def boom(ctx, k):
+        raise RuntimeError("drafter exploded")
+
+    with pytest.raises(RuntimeError, match="drafter exploded"):
+        model.session().generate([0, 4], max_tokens=5, draft=boom, scheduler="always")
