@@ -74,6 +74,7 @@ static double expected_tokens(const double *a, int32_t L) {
 }
 
 #define MIN_TRIES 3
+#define PROBE_LEN 2 /* drafts of a probe: enough to see the first positions' acceptance */
 
 /* Per-position acceptance estimates for planning. */
 static void estimates(const ds4rt_sched *s, double *a) {
@@ -117,7 +118,7 @@ int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reaso
     if (++s->skip_run >= s->probe_gap) { /* look again: acceptance or costs may have changed */
         s->skip_run = 0;
         *probe = s->probing = true;
-        return max_draft;
+        return max_draft < PROBE_LEN ? max_draft : PROBE_LEN; /* short: a probe is a measurement */
     }
     *reason = DS4RT_NO_DRAFT_SCHEDULER;
     return 0;

@@ -7,7 +7,9 @@
  * expected tokens per unit of time, (1 + sum_j prod_{i<=j} a_i) / cost(L), with cost(0) a plain
  * decode; L = 0 skips the drafter. While skipping it probes now and then (after probe_min
  * skipped cycles, doubling up to probe_max while probes stay unprofitable) so it notices when
- * drafting pays again. After a proposal it trims the draft by walking positions in order and
+ * drafting pays again; a probe drafts only two tokens, since it measures the first positions'
+ * acceptance and a long probe would cost what skipping saves. After a proposal (not a probe)
+ * it trims the draft by walking positions in order and
  * stopping at the first one that lowers the expected rate (an early stop: admitting position j
  * never depends on later positions, so sampling stays exact).
  */

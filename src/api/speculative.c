@@ -251,7 +251,9 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
             else host_draft(r, anchor, L, &dft);
             propose_ms = now_ms() - t0;
             st->propose += propose_ms;
-            int32_t keep = ds4rt_sched_trim(&r->sched, dft.have_conf ? dft.conf : NULL, dft.n);
+            /* a probe is verified whole: trimming it by the estimate it is meant to test would
+             * keep that estimate from ever changing */
+            int32_t keep = probe ? dft.n : ds4rt_sched_trim(&r->sched, dft.have_conf ? dft.conf : NULL, dft.n);
             if (keep < dft.n) {
                 st->scheduler_trims++;
                 dft.n = keep;
