@@ -71,4 +71,8 @@ def gpu_expand_q8_0_f16(blocks):
         st = ds4rt_gpu_expand_q8_0_f16(sp, nb, dp)
     check(st)
     return out.view(np.float16)
+
+
+include "_gguf.pxi"
+include "_tok.pxi"
 include "_quant.pxi"

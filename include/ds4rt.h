@@ -183,6 +183,11 @@ typedef struct ds4rt_gguf_kv {
     const void *data;           /* scalar value bytes, or first array element */
     ds4rt_str str;              /* value when type == DS4RT_GGUF_STRING */
     uint64_t file_offset;       /* byte offset of the record in the file (for messages) */
+    /* Fields below were appended after the first version of this struct. */
+    uint64_t value_offset;      /* byte offset in the file of `data` */
+    uint64_t value_bytes;       /* bytes of the value from `data` on (all elements of an array) */
+    const uint64_t *elem_index; /* reader-private index of STRING/ARRAY array elements; NULL
+                                 * otherwise. Keep it when copying the struct; never write it. */
 } ds4rt_gguf_kv;
 
 #define DS4RT_MAX_DIMS 4
@@ -196,11 +201,20 @@ typedef struct ds4rt_gguf_tensor {
     uint64_t offset;             /* relative to the start of the data section */
     uint64_t nbytes;
     const void *data;
+    /* Fields below were appended after the first version of this struct. */
+    uint64_t info_offset;        /* byte offset of the tensor's info record (for messages) */
 } ds4rt_gguf_tensor;
 
 /* Opens and validates a GGUF v2/v3 file. On failure *out is NULL and the error names what is
- * wrong and where (key or tensor name, byte offset). */
+ * wrong and where (key or tensor name, byte offset). DS4RT_ERR_IO if the file cannot be opened
+ * or mapped, DS4RT_ERR_FORMAT for a malformed file, DS4RT_ERR_UNSUPPORTED for GGUF version 1,
+ * versions above 3, big-endian files and tensor type ids this reader does not know.
+ * Only the header (metadata and tensor infos) is read; tensor data is mapped, never touched. */
 DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out);
+/* Same as ds4rt_gguf_open for a GGUF image already in memory. The reader does not copy it:
+ * `data` must stay valid and unchanged until ds4rt_gguf_close. */
+DS4RT_API ds4rt_status ds4rt_gguf_open_memory(const void *data, size_t size, ds4rt_gguf **out);
+/* Unmaps the file and frees the handle; NULL is ignored. Every pointer obtained from it dies. */
 DS4RT_API void ds4rt_gguf_close(ds4rt_gguf *gguf);
 
 DS4RT_API uint32_t ds4rt_gguf_version(const ds4rt_gguf *gguf);
@@ -215,8 +229,9 @@ DS4RT_API const ds4rt_gguf_kv *ds4rt_gguf_kv_at(const ds4rt_gguf *gguf, uint64_t
 DS4RT_API const ds4rt_gguf_kv *ds4rt_gguf_find_kv(const ds4rt_gguf *gguf, const char *key);
 
 /* Typed getters with the leniency of ds4's loader: get_u32 accepts UINT32 and any other
- * integer type whose value fits; get_f32 accepts FLOAT32, FLOAT64 and integers; get_u64
- * accepts unsigned and non-negative signed integers; get_bool accepts BOOL only.
+ * integer type whose value fits; get_f32 accepts FLOAT32, FLOAT64 (finite values must fit a
+ * float) and integers; get_u64 accepts unsigned and non-negative signed integers; get_bool
+ * accepts BOOL only (any nonzero byte is true); get_str accepts STRING only.
  * DS4RT_ERR_NOT_FOUND if the key is absent, DS4RT_ERR_FORMAT if its type/value does not fit. */
 DS4RT_API ds4rt_status ds4rt_gguf_get_u32(const ds4rt_gguf *gguf, const char *key, uint32_t *out);
 DS4RT_API ds4rt_status ds4rt_gguf_get_u64(const ds4rt_gguf *gguf, const char *key, uint64_t *out);
@@ -225,16 +240,236 @@ DS4RT_API ds4rt_status ds4rt_gguf_get_bool(const ds4rt_gguf *gguf, const char *k
 DS4RT_API ds4rt_status ds4rt_gguf_get_str(const ds4rt_gguf *gguf, const char *key, ds4rt_str *out);
 
 /* Array elements of record kv (which must be an ARRAY): element i as string, as an integer
- * (any integer or bool element type), or as a double (any numeric element type). */
+ * (any integer or bool element type), or as a double (any numeric element type). A UINT64
+ * element above INT64_MAX does not fit array_int (DS4RT_ERR_FORMAT); bools are 0/1 there
+ * (any nonzero byte is true) and are not numbers for array_f64. */
 DS4RT_API ds4rt_status ds4rt_gguf_array_str(const ds4rt_gguf_kv *kv, uint64_t i, ds4rt_str *out);
 DS4RT_API ds4rt_status ds4rt_gguf_array_int(const ds4rt_gguf_kv *kv, uint64_t i, int64_t *out);
 DS4RT_API ds4rt_status ds4rt_gguf_array_f64(const ds4rt_gguf_kv *kv, uint64_t i, double *out);
+/* Element i of an array of arrays, described in *out as a record of its own (key and
+ * file_offset of the enclosing record; type DS4RT_GGUF_ARRAY). Its elements are read with the
+ * same accessors, so nested arrays of any depth are walked in O(1) per element.
+ * Errors of the array accessors: DS4RT_ERR_INVALID_ARGUMENT for NULL pointers, DS4RT_ERR_FORMAT
+ * when the record is not an array or its element type does not fit the accessor (the message
+ * says which type it is), DS4RT_ERR_OUT_OF_RANGE when i >= array_len. */
+DS4RT_API ds4rt_status ds4rt_gguf_array_sub(const ds4rt_gguf_kv *kv, uint64_t i,
+                                            ds4rt_gguf_kv *out);
+
+/* Name of a metadata value type ("UINT32", "STRING", "ARRAY", ...); NULL for an unknown id. */
+DS4RT_API const char *ds4rt_gguf_type_name(uint32_t type);
 
 DS4RT_API uint64_t ds4rt_gguf_tensor_count(const ds4rt_gguf *gguf);
 /* Tensor i (0 <= i < tensor_count), in file order; NULL if out of range. */
 DS4RT_API const ds4rt_gguf_tensor *ds4rt_gguf_tensor_at(const ds4rt_gguf *gguf, uint64_t i);
 /* Tensor with this name (NUL-terminated), or NULL. */
 DS4RT_API const ds4rt_gguf_tensor *ds4rt_gguf_find_tensor(const ds4rt_gguf *gguf, const char *name);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokenizer and chat template (docs/TOKENIZER.md)                                              */
+/*                                                                                              */
+/* Byte-level BPE with the DeepSeek V4 pre-tokenizer ("joyai-llm"), giving the ids of the      */
+/* published tokenizer.json under the `tokenizers` library. A ds4rt_tokenizer is immutable      */
+/* once built: any number of threads may use one handle at the same time.                       */
+/*                                                                                              */
+/* Outputs use the two-call pattern: pass out = NULL and cap = 0 to learn the size (*n_out,     */
+/* DS4RT_OK); a buffer smaller than needed gives DS4RT_ERR_OUT_OF_RANGE with *n_out still set   */
+/* to the size needed (the buffer then holds a prefix). Text outputs are not NUL-terminated     */
+/* unless cap exceeds the length, in which case a NUL follows the text.                        */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ds4rt_tokenizer ds4rt_tokenizer;
+
+/* Token types, numbered as GGUF's tokenizer.ggml.token_type. CONTROL and USER_DEFINED tokens
+ * are "added tokens": they are never produced by BPE, only matched whole in text when the
+ * tokenize flags ask for it, and they decode to their text as stored. */
+typedef enum ds4rt_token_type {
+    DS4RT_TOKEN_UNDEFINED = 0,
+    DS4RT_TOKEN_NORMAL = 1,
+    DS4RT_TOKEN_UNKNOWN = 2,
+    DS4RT_TOKEN_CONTROL = 3,      /* tokenizer.json added token flagged "special" */
+    DS4RT_TOKEN_USER_DEFINED = 4, /* tokenizer.json added token not flagged "special" */
+    DS4RT_TOKEN_UNUSED = 5,
+    DS4RT_TOKEN_BYTE = 6
+} ds4rt_token_type;
+
+/* A vocabulary given as plain arrays (what a GGUF holds), for hosts without a GGUF file.
+ * Every string is copied: the arrays may be freed once ds4rt_tokenizer_from_arrays returns. */
+typedef struct ds4rt_tokenizer_arrays {
+    size_t size;                    /* sizeof(ds4rt_tokenizer_arrays) */
+    uint32_t n_tokens;
+    const char *const *tokens;      /* n_tokens strings: byte-level form ("\u0120the") for BPE
+                                       tokens, plain text for added tokens */
+    const uint32_t *token_lens;     /* their byte lengths, or NULL: NUL-terminated strings */
+    const int32_t *token_types;     /* n_tokens ds4rt_token_type values, or NULL: all NORMAL */
+    uint32_t n_merges;
+    const char *const *merges;      /* n_merges "left right" strings, rank = index */
+    const uint32_t *merge_lens;     /* their byte lengths, or NULL: NUL-terminated */
+    int32_t bos_id;                 /* -1: none */
+    int32_t eos_id;                 /* -1: none */
+    const char *pre;                /* pre-tokenizer name: NULL or "joyai-llm" ("deepseek-v3",
+                                       the same patterns, is accepted too) */
+    uint32_t n_normalized_ids;      /* added tokens that tokenizers matches in its second pass */
+    const int32_t *normalized_ids;  /* (tokenizer.json "normalized": true); 0/NULL: one pass */
+} ds4rt_tokenizer_arrays;
+
+/* Fills *arrays with an empty description (size set, ids -1, pointers NULL). */
+DS4RT_API void ds4rt_tokenizer_arrays_default(ds4rt_tokenizer_arrays *arrays);
+
+/* Builds a tokenizer from arrays. DS4RT_ERR_FORMAT names the first bad entry (a merge whose
+ * parts or result are not tokens, a duplicate token, an id out of range); every byte must
+ * have its single-character token for text containing that byte to be encodable. */
+DS4RT_API ds4rt_status ds4rt_tokenizer_from_arrays(const ds4rt_tokenizer_arrays *arrays,
+                                                   ds4rt_tokenizer **out);
+
+/* Builds a tokenizer from the tokenizer.* metadata of an open GGUF file: tokenizer.ggml.model
+ * "gpt2", tokenizer.ggml.pre, .tokens, .token_type, .merges, .bos_token_id, .eos_token_id and,
+ * when present, tokenizer.ds4rt.normalized_ids. The GGUF may be closed afterwards. */
+DS4RT_API ds4rt_status ds4rt_tokenizer_from_gguf(const ds4rt_gguf *gguf, ds4rt_tokenizer **out);
+
+DS4RT_API void ds4rt_tokenizer_free(ds4rt_tokenizer *tok);
+
+DS4RT_API uint32_t ds4rt_tokenizer_n_tokens(const ds4rt_tokenizer *tok);
+DS4RT_API uint32_t ds4rt_tokenizer_n_merges(const ds4rt_tokenizer *tok);
+/* BOS / EOS ids, -1 if the vocabulary has none. */
+DS4RT_API int32_t ds4rt_tokenizer_bos(const ds4rt_tokenizer *tok);
+DS4RT_API int32_t ds4rt_tokenizer_eos(const ds4rt_tokenizer *tok);
+/* Longest decoded text of one token, in bytes (sizes streaming buffers). */
+DS4RT_API size_t ds4rt_tokenizer_max_token_bytes(const ds4rt_tokenizer *tok);
+
+/* Stored string of token `id` (byte-level form for BPE tokens; see ds4rt_tokenizer_arrays),
+ * valid while the tokenizer lives; and its ds4rt_token_type. DS4RT_ERR_OUT_OF_RANGE for a bad
+ * id. */
+DS4RT_API ds4rt_status ds4rt_tokenizer_token(const ds4rt_tokenizer *tok, int32_t id,
+                                             const char **text, size_t *len, int32_t *type);
+
+/* Id of the token whose stored string is exactly text[0..len); DS4RT_ERR_NOT_FOUND if none. */
+DS4RT_API ds4rt_status ds4rt_tokenizer_find(const ds4rt_tokenizer *tok, const char *text,
+                                            size_t len, int32_t *id);
+
+/* Flags of ds4rt_tokenize (OR them). By default text is plain text: added-token strings such
+ * as "<think>" in it are encoded by BPE like any other text, so user text cannot inject
+ * control tokens. PARSE_SPECIAL = what tokenizers' encode() does. */
+typedef enum ds4rt_tokenize_flags {
+    DS4RT_TOKENIZE_PARSE_CONTROL = 1,      /* match CONTROL tokens ("special" added tokens) */
+    DS4RT_TOKENIZE_PARSE_USER_DEFINED = 2, /* match USER_DEFINED tokens (<think>, <｜User｜>) */
+    DS4RT_TOKENIZE_PARSE_SPECIAL = 3,      /* both */
+    DS4RT_TOKENIZE_STRICT_UTF8 = 4,        /* invalid UTF-8 is an error instead of U+FFFD */
+    DS4RT_TOKENIZE_ADD_BOS = 8             /* prepend the BOS id */
+} ds4rt_tokenize_flags;
+
+/* Largest text ds4rt_tokenize accepts, in bytes (2^31 - 1). */
+#define DS4RT_TOKENIZE_MAX_BYTES 2147483647
+
+/* Encodes text[0..len) (UTF-8) into token ids. Each maximal invalid UTF-8 subsequence is read
+ * as U+FFFD (as Python's bytes.decode(errors="replace")), unless DS4RT_TOKENIZE_STRICT_UTF8.
+ * The ids never outnumber 3 * len (+1 with ADD_BOS); for valid UTF-8 they never outnumber len
+ * (+1). Two-call pattern on ids/cap/n_ids. */
+DS4RT_API ds4rt_status ds4rt_tokenize(const ds4rt_tokenizer *tok, const char *text, size_t len,
+                                      uint32_t flags, int32_t *ids, size_t cap, size_t *n_ids);
+
+/* The pieces BPE sees: the end offset of each piece, in order (pieces are contiguous and
+ * cover the text; matched added tokens are pieces too). Offsets index the text after U+FFFD
+ * substitution, i.e. the input itself when it is valid UTF-8. Flags as ds4rt_tokenize (ADD_BOS
+ * ignored). Two-call pattern on ends/cap/n_pieces. */
+DS4RT_API ds4rt_status ds4rt_tokenizer_split(const ds4rt_tokenizer *tok, const char *text,
+                                             size_t len, uint32_t flags, size_t *ends, size_t cap,
+                                             size_t *n_pieces);
+
+/* Flags of ds4rt_detokenize and the streaming decoder. */
+typedef enum ds4rt_detokenize_flags {
+    DS4RT_DETOKENIZE_SKIP_CONTROL = 1,   /* leave out CONTROL tokens (BOS, EOS, ...) */
+    DS4RT_DETOKENIZE_REPLACE_INVALID = 2 /* ds4rt_detokenize: make the output valid UTF-8,
+                                            each maximal invalid subsequence -> U+FFFD */
+} ds4rt_detokenize_flags;
+
+/* The bytes of ids[0..n) concatenated (BPE tokens byte-level decoded, added tokens as
+ * stored). Without REPLACE_INVALID the bytes are exact and may hold invalid or cut UTF-8.
+ * DS4RT_ERR_OUT_OF_RANGE names the first id outside [0, n_tokens). Two-call pattern. */
+DS4RT_API ds4rt_status ds4rt_detokenize(const ds4rt_tokenizer *tok, const int32_t *ids, size_t n,
+                                        uint32_t flags, char *out, size_t cap, size_t *out_len);
+
+/* Streaming decoder: turns ids into text one at a time and only ever hands out complete,
+ * valid UTF-8. Bytes of a character split across tokens are held until it completes; a byte
+ * sequence that can no longer become valid is replaced by U+FFFD (one per maximal invalid
+ * subsequence, as Python's decode(errors="replace")), so the concatenated output of all
+ * pushes and the final flush equals decoding the whole id sequence at once with
+ * DS4RT_DETOKENIZE_REPLACE_INVALID. The stream keeps a pointer to `tok`. One thread at a time. */
+typedef struct ds4rt_detok_stream ds4rt_detok_stream;
+
+DS4RT_API ds4rt_status ds4rt_detok_stream_create(const ds4rt_tokenizer *tok, uint32_t flags,
+                                                 ds4rt_detok_stream **out);
+DS4RT_API void ds4rt_detok_stream_free(ds4rt_detok_stream *stream);
+/* Feeds one id and writes the text it completes (possibly none). A buffer of
+ * 3 * (ds4rt_tokenizer_max_token_bytes() + 4) bytes always suffices. If out is too small the
+ * id is NOT consumed (DS4RT_ERR_OUT_OF_RANGE, *out_len = bytes needed): retry with more room. */
+DS4RT_API ds4rt_status ds4rt_detok_stream_push(ds4rt_detok_stream *stream, int32_t id, char *out,
+                                               size_t cap, size_t *out_len);
+/* Ends the stream: held bytes of an unfinished character come out as U+FFFD (at most 3
+ * bytes). The stream is then empty and can be reused. */
+DS4RT_API ds4rt_status ds4rt_detok_stream_flush(ds4rt_detok_stream *stream, char *out, size_t cap,
+                                                size_t *out_len);
+/* Bytes currently held back (0..3). */
+DS4RT_API size_t ds4rt_detok_stream_pending(const ds4rt_detok_stream *stream);
+
+/* Chat template: the prompt rendering ds4 uses for DeepSeek V4 Flash.
+ *   BOS [Think-Max prefix] [system texts joined by "\n\n"], then per turn
+ *   user      -> <｜User｜>text
+ *   tool      -> [<｜User｜> unless right after another tool result]<tool_result>text</tool_result>
+ *   assistant -> [<｜Assistant｜> + (</think> | <think>reasoning</think>)]text<｜end▁of▁sentence｜>
+ *                (the marker part only when a user/tool turn precedes it; with thinking on, the
+ *                reasoning is kept for turns after the last user turn, or for every turn in a
+ *                tool context, else only </think>; with thinking off always </think>)
+ *   generation prompt -> <｜Assistant｜><think> (thinking) or <｜Assistant｜></think>
+ * System messages are gathered wherever they appear. "</tool_result>" inside a tool result is
+ * escaped as "&lt;/tool_result>". */
+typedef enum ds4rt_chat_role {
+    DS4RT_ROLE_SYSTEM = 0,
+    DS4RT_ROLE_USER = 1,
+    DS4RT_ROLE_ASSISTANT = 2,
+    DS4RT_ROLE_TOOL = 3
+} ds4rt_chat_role;
+
+typedef enum ds4rt_think_mode {
+    DS4RT_THINK_NONE = 0, /* answer directly: </think> */
+    DS4RT_THINK_HIGH = 1, /* think: <think> */
+    DS4RT_THINK_MAX = 2   /* think, with the "Reasoning Effort: Absolute maximum" prefix after
+                             BOS; DeepSeek recommends it only with a context >= 393216 */
+} ds4rt_think_mode;
+
+typedef struct ds4rt_chat_message {
+    int32_t role;          /* ds4rt_chat_role */
+    const char *content;   /* UTF-8, content_len bytes (NULL if 0) */
+    size_t content_len;
+    const char *reasoning; /* assistant turns: the reasoning text; NULL/0 if none */
+    size_t reasoning_len;
+} ds4rt_chat_message;
+
+typedef struct ds4rt_chat_options {
+    size_t size;                   /* sizeof(ds4rt_chat_options) */
+    int32_t think;                 /* ds4rt_think_mode; default DS4RT_THINK_NONE */
+    int32_t add_generation_prompt; /* default 1: end with the assistant prefix when the last
+                                      turn is a user or tool turn */
+    int32_t tool_context;          /* nonzero: keep every assistant turn's reasoning, as in
+                                      tool-use conversations (a tool message implies it) */
+    uint32_t content_flags;        /* ds4rt_tokenize flags used on message text by
+                                      ds4rt_chat_render_ids; default 0 (markers in text stay
+                                      plain text) */
+} ds4rt_chat_options;
+
+DS4RT_API void ds4rt_chat_options_default(ds4rt_chat_options *options);
+
+/* Renders messages to prompt text (UTF-8). options may be NULL (defaults). Two-call pattern. */
+DS4RT_API ds4rt_status ds4rt_chat_render(const ds4rt_chat_message *messages, size_t n_messages,
+                                         const ds4rt_chat_options *options, char *out, size_t cap,
+                                         size_t *out_len);
+
+/* Renders messages to token ids: template markers by id (DS4RT_ERR_NOT_FOUND if the
+ * vocabulary lacks one), the text between them encoded as one span each with
+ * options->content_flags. Two-call pattern. */
+DS4RT_API ds4rt_status ds4rt_chat_render_ids(const ds4rt_tokenizer *tok,
+                                             const ds4rt_chat_message *messages, size_t n_messages,
+                                             const ds4rt_chat_options *options, int32_t *ids,
+                                             size_t cap, size_t *n_ids);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CPU tensor ops: dequantisation and quantised matrix products (docs/QUANTS.md)              */
