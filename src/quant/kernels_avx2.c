@@ -132,10 +132,10 @@ ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
                     acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(q, loadu(r.xq[t] + b * 256 + 128 * n + 32 * j), sp));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d), dmin = ds4rt_rd_f16(blk->dmin);
+        const float d = f16c(blk->d), dmin = f16c(blk->dmin);
         for (int t = 0; t < T; t++) {
-            const int32_t A = hsum_i32(acc[t]);
-            const int32_t B = hsum_i32(_mm256_madd_epi16(mn16, bsums16(&r, t, b)));
+            int32_t A, B;
+            hsum2_i32(acc[t], _mm256_madd_epi16(mn16, bsums16(&r, t, b)), &A, &B);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
@@ -154,8 +154,9 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
         const uint8_t *blk = w + b * bsz;
         const uint8_t *scales = blk + 4;
         const uint8_t *qs = blk + (hbits ? 48 : 16);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) ds4rt_k4_scale_min(scales, j, &sc[j], &mn[j]);
+        uint8_t sm[16]; /* 8 scales, 8 mins */
+        ds4rt_k4_unpack(scales, sm);
+        const __m256i mn16 = mins_pairs16(sm + 8);
         const __m256i qh = hbits ? loadu(blk + 16) : _mm256_setzero_si256();
         __m256i acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_si256();
@@ -166,19 +167,17 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
                 lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
                 hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
             }
-            const __m256i slo = _mm256_set1_epi16((short)sc[2 * c]), shi = _mm256_set1_epi16((short)sc[2 * c + 1]);
+            const __m256i slo = _mm256_set1_epi16((short)sm[2 * c]), shi = _mm256_set1_epi16((short)sm[2 * c + 1]);
             for (int t = 0; t < T; t++) {
                 const int8_t *x = r.xq[t] + b * 256 + 64 * c;
                 acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(lo, loadu(x), slo));
                 acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(hi, loadu(x + 32), shi));
             }
         }
-        const float d = ds4rt_rd_f16(blk), dmin = ds4rt_rd_f16(blk + 2);
+        const float d = f16c(blk), dmin = f16c(blk + 2);
         for (int t = 0; t < T; t++) {
-            const int16_t *bs = r.bs[t] + b * 16;
-            int32_t B = 0;
-            for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
-            const int32_t A = hsum_i32(acc[t]);
+            int32_t A, B;
+            hsum2_i32(acc[t], _mm256_madd_epi16(mn16, bsums16(&r, t, b)), &A, &B);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
@@ -211,10 +210,11 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
                     acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(qk, loadu(r.xq[t] + b * 256 + 128 * h + 32 * k), sp));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d);
+        const float d = f16c(blk->d);
         for (int t = 0; t < T; t++) {
-            const int32_t S = hsum_i32(_mm256_madd_epi16(sc16, bsums16(&r, t, b)));
-            const int32_t A = hsum_i32(acc[t]) - 32 * S;
+            /* A = sum sc * sum q*x - 32 * sum sc * bsum, all exact */
+            const __m256i S = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums16(&r, t, b)), 5);
+            const int32_t A = hsum_i32(_mm256_sub_epi32(acc[t], S));
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A;
         }
     }
@@ -250,7 +250,7 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
                 acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(grid, xs, lsv));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d);
+        const float d = f16c(blk->d);
         for (int t = 0; t < T; t++)
             L[t][b & 7] += ((d * r.xd[t][b]) * (float)hsum_i32(acc[t])) * 0.125f;
     }

@@ -20,6 +20,11 @@ ALWAYS_INLINE __m512i dot_i8_512(__m512i w, __m512i x) {
     return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
 }
 
+/* The 16 i32 lanes of v folded to 8 (exact integer sums). */
+ALWAYS_INLINE __m256i fold256(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
 ALWAYS_INLINE __m512i dot_u8_scaled_512(__m512i q, __m512i x, __m512i sc) {
     return _mm512_madd_epi16(_mm512_maddubs_epi16(q, x), sc);
 }
@@ -167,10 +172,10 @@ ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
                     acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r.xq[t] + b * 256 + 128 * n + 64 * p), sq));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d), dmin = ds4rt_rd_f16(blk->dmin);
+        const float d = f16c(blk->d), dmin = f16c(blk->dmin);
         for (int t = 0; t < T; t++) {
-            const int32_t A = _mm512_reduce_add_epi32(acc[t]);
-            const int32_t B = hsum_i32(_mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)));
+            int32_t A, B;
+            hsum2_i32(fold256(acc[t]), _mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)), &A, &B);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
@@ -187,8 +192,9 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
     for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const uint8_t *blk = w + b * bsz;
         const uint8_t *qs = blk + (hbits ? 48 : 16);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) ds4rt_k4_scale_min(blk + 4, j, &sc[j], &mn[j]);
+        uint8_t sm[16]; /* 8 scales, 8 mins */
+        ds4rt_k4_unpack(blk + 4, sm);
+        const __m256i mn16 = mins_pairs16(sm + 8);
         const __m512i qh = hbits ? dup256(blk + 16) : _mm512_setzero_si512();
         __m512i acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
@@ -199,16 +205,14 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
                 const __m512i bit = join256(_mm256_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))));
                 q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, sixteen);
             }
-            const __m512i s = counts((short)sc[2 * c], (short)sc[2 * c + 1]);
+            const __m512i s = counts((short)sm[2 * c], (short)sm[2 * c + 1]);
             for (int t = 0; t < T; t++)
                 acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r.xq[t] + b * 256 + 64 * c), s));
         }
-        const float d = ds4rt_rd_f16(blk), dmin = ds4rt_rd_f16(blk + 2);
+        const float d = f16c(blk), dmin = f16c(blk + 2);
         for (int t = 0; t < T; t++) {
-            const int16_t *bs = r.bs[t] + b * 16;
-            int32_t B = 0;
-            for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
-            const int32_t A = _mm512_reduce_add_epi32(acc[t]);
+            int32_t A, B;
+            hsum2_i32(fold256(acc[t]), _mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)), &A, &B);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
@@ -241,10 +245,11 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
                 acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q23, loadu512(x + 64), s23));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d);
+        const float d = f16c(blk->d);
         for (int t = 0; t < T; t++) {
-            const int32_t S = hsum_i32(_mm256_madd_epi16(sc16y, loadu(r.bs[t] + b * 16)));
-            const int32_t A = _mm512_reduce_add_epi32(acc[t]) - 32 * S;
+            /* A = sum sc * sum q*x - 32 * sum sc * bsum, all exact */
+            const __m256i S = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, loadu(r.bs[t] + b * 16)), 5);
+            const int32_t A = hsum_i32(_mm256_sub_epi32(fold256(acc[t]), S));
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A;
         }
     }
@@ -279,7 +284,7 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
                 acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(grid, xs, lsv));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d);
+        const float d = f16c(blk->d);
         for (int t = 0; t < T; t++)
             L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
     }
