@@ -6,7 +6,7 @@
  * as kernels_scalar.c, so results are bitwise those of every other path. AVX-512BW has no byte
  * sign instruction: signs are applied with a byte mask (x negated where the mask bit is set).
  */
-#include "simd_avx2.h"
+#include "kernels_avx2_tiles.h"
 
 ALWAYS_INLINE __m512i loadu512(const void *p) { return _mm512_loadu_si512(p); }
 
@@ -48,12 +48,6 @@ ALWAYS_INLINE __m512 load16_f16(const uint8_t *p) { return _mm512_cvtph_ps(loadu
 ALWAYS_INLINE __m512 load16_bf16(const uint8_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(loadu(p)), 16));
 }
-static inline float scalar_f32(const uint8_t *p) {
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-}
-static inline float scalar_bf16(const uint8_t *p) { return ds4rt_bf16_to_f32(ds4rt_rd_u16(p)); }
 
 #define DEF_FLOAT_DOT(name, ESZ, LOADW, SCALARW)                                                     \
     static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, int64_t k0,  \
@@ -121,19 +115,6 @@ ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4r
 
 /* ================= 256-element blocks, Q8_K activations ================= */
 
-typedef struct {
-    const int8_t *xq[TMAX];
-    const float *xd[TMAX];
-    const int16_t *bs[TMAX];
-} qk_rows;
-
-ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int T) {
-    for (int t = 0; t < T; t++) {
-        r->xq[t] = ds4rt_act_qs(a, t0 + t);
-        r->xd[t] = ds4rt_act_d(a, t0 + t);
-        r->bs[t] = ds4rt_act_bsums(a, t0 + t);
-    }
-}
 
 /* i16 vector whose 128-bit lane i holds s16[first + i] eight times (s16 = 16 i16 scales). */
 ALWAYS_INLINE __m512i scale_quad(__m512i s16, int first) {
@@ -255,9 +236,15 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
     }
 }
 
-ALWAYS_INLINE uint64_t iq2_sign_mask(uint32_t aux) {
-    return (uint64_t)ds4rt_ksigns[aux & 127] | (uint64_t)ds4rt_ksigns[(aux >> 7) & 127] << 8 |
-           (uint64_t)ds4rt_ksigns[(aux >> 14) & 127] << 16 | (uint64_t)ds4rt_ksigns[(aux >> 21) & 127] << 24;
+/* The 32 sign bits of a sub-block: byte g = the 7 stored bits of group g (aux bits 7g..7g+6)
+ * plus their parity as bit 7, i.e. ds4rt_ksigns[(aux >> 7g) & 127]. pdep spreads the 28 bits
+ * (fast on every CPU with AVX-512); the xor-fold leaves each byte's parity in its bit 0. */
+ALWAYS_INLINE uint32_t iq2_sign_mask(uint32_t aux) {
+    const uint32_t m = _pdep_u32(aux, 0x7f7f7f7fu);
+    uint32_t p = m ^ (m >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return m | (p & 0x01010101u) << 7;
 }
 
 ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
@@ -276,7 +263,7 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
             const __m512i grid = _mm512_set_epi64((long long)G[p1[3]], (long long)G[p1[2]], (long long)G[p1[1]],
                                                   (long long)G[p1[0]], (long long)G[p0[3]], (long long)G[p0[2]],
                                                   (long long)G[p0[1]], (long long)G[p0[0]]);
-            const __mmask64 neg = (__mmask64)(iq2_sign_mask(aux0) | iq2_sign_mask(aux1) << 32);
+            const __mmask64 neg = (__mmask64)((uint64_t)iq2_sign_mask(aux0) | (uint64_t)iq2_sign_mask(aux1) << 32);
             const __m512i lsv = counts((short)(2 * (aux0 >> 28) + 1), (short)(2 * (aux1 >> 28) + 1));
             for (int t = 0; t < T; t++) {
                 const __m512i x = loadu512(r.xq[t] + b * 256 + 32 * s);
@@ -304,10 +291,12 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
     }
 
 #define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
-#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
-#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, k0, k1, lanes, ls)
+/* Q4_0, MXFP4 and Q4_K use the 256-bit kernels (kernels_avx2_tiles.h), EVEX-encoded here: on a
+ * Sapphire Rapids-class Xeon they ran 5-16% faster than 512-bit versions (docs/QUANTS.md). */
+#define C_Q4_0(T) avx2_tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
+#define C_MXFP4(T) avx2_tile_blk32(2, 17, w, a, t0, T, k0, k1, lanes, ls)
 #define C_Q2_K(T) tile_q2_K(w, a, t0, T, k0, k1, lanes, ls)
-#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_K(T) avx2_tile_q45_K(0, w, a, t0, T, k0, k1, lanes, ls)
 #define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, k0, k1, lanes, ls)
 #define C_Q6_K(T) tile_q6_K(w, a, t0, T, k0, k1, lanes, ls)
 #define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls)

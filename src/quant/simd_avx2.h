@@ -13,6 +13,14 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define TMAX DS4RT_TILE_TOK
 
+/* One weight of a float row, for the scalar tails of the float kernels. */
+static inline float scalar_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+static inline float scalar_bf16(const uint8_t *p) { return ds4rt_bf16_to_f32(ds4rt_rd_u16(p)); }
+
 /* f16 -> f32 with F16C: bitwise the same as ds4rt_f16_to_f32 (exact; NaNs quieted). */
 ALWAYS_INLINE float f16c(const uint8_t *p) { return _cvtsh_ss(ds4rt_rd_u16(p)); }
 
@@ -102,5 +110,22 @@ ALWAYS_INLINE __m256 scales8_blk32(int kind, const uint8_t *wb, size_t bsz) {
     for (int k = 0; k < 8; k++) e[k] = ds4rt_e8m0_half(wb[k * bsz]);
     return _mm256_loadu_ps(e);
 }
+
+/* The activation rows of a token tile, for 256-element block kernels. */
+typedef struct {
+    const int8_t *xq[TMAX];
+    const float *xd[TMAX];
+    const int16_t *bs[TMAX];
+} qk_rows;
+
+ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int T) {
+    for (int t = 0; t < T; t++) {
+        r->xq[t] = ds4rt_act_qs(a, t0 + t);
+        r->xd[t] = ds4rt_act_d(a, t0 + t);
+        r->bs[t] = ds4rt_act_bsums(a, t0 + t);
+    }
+}
+
+ALWAYS_INLINE __m256i bsums16(const qk_rows *r, int t, int64_t b) { return loadu(r->bs[t] + b * 16); }
 
 #endif /* DS4RT_SIMD_AVX2_H */
