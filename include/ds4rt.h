@@ -655,43 +655,8 @@ DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void);
 DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *session, const int32_t *prompt, size_t n_prompt,
                                       const ds4rt_generate_params *params, int32_t *out, size_t cap,
                                       size_t *n_out);
-/* CPU tensor ops: dequantisation and quantised matrix products (docs/QUANTS.md)              */
+
 /* ------------------------------------------------------------------------------------------ */
-/* Types computed: F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS (see     */
-/* ds4rt_type_info.compute). Results are bitwise the same on every CPU path (scalar, AVX2,    */
-/* AVX-512, NEON), for any batch size and thread count.                                        */
-
-/* Dequantises n elements (a whole number of blocks) of `type` at src into dst[n] (f32), bit-exact
- * with gguf-py's dequantize(). DS4RT_ERR_UNSUPPORTED for a type the CPU backend does not compute,
- * DS4RT_ERR_INVALID_ARGUMENT for a partial block or a NULL pointer. */
-DS4RT_API ds4rt_status ds4rt_dequantize(uint32_t type, const void *src, int64_t n, float *dst);
-
-/* y[t*rows + r] = sum_c W[r][c] * x[t*cols + c] for t < n_tok, W[rows][cols] stored as GGUF rows of
- * `type` (row r at w + r * row bytes). Each activation row is first rounded to the type paired with
- * the weight (see ds4rt_quantize_activation). Uses a process-wide pool of n_threads threads
- * (<= 0: one per CPU the process may run on), recreated when n_threads changes; concurrent calls
- * are serialised. For hosts and tests; the runtime itself calls the internal matmul. */
-DS4RT_API ds4rt_status ds4rt_matmul_host(uint32_t type, const void *w, int64_t rows, int64_t cols,
-                                         const float *x, int64_t n_tok, float *y, int n_threads);
-
-/* Rounds an activation row x[n] exactly as ds4rt_matmul_host does for weights of weight_type:
- * Q8_0/Q4_0/MXFP4 pair with Q8_0 (blocks of 32), K-quants and IQ2_XXS with Q8_K (blocks of 256):
- * q[n] receives the int8 values and scales[n/32 or n/256] the f32 block scales (x ~ scale*q).
- * F32/F16/BF16 pair with float activations rounded to that type: scales[n] receives the rounded
- * values and q is not used (may be NULL). */
-DS4RT_API ds4rt_status ds4rt_quantize_activation(uint32_t weight_type, const float *x, int64_t n,
-                                                 int8_t *q, float *scales);
-
-/* Name of the CPU kernel path in use: "scalar", "avx2", "avx512", "neon" or "neon-dotprod". Chosen
- * at first use from the CPU's features, or by the environment variable DS4RT_CPU_ISA. */
-DS4RT_API const char *ds4rt_cpu_isa(void);
-
-/* Nonzero if path `name` (or "auto") is compiled in and this CPU can run it. */
-DS4RT_API int ds4rt_cpu_isa_supported(const char *name);
-
-/* Switches the CPU kernel path ("auto" = the widest this CPU runs). Call while no product runs.
- * DS4RT_ERR_UNSUPPORTED if this CPU cannot run it, DS4RT_ERR_INVALID_ARGUMENT for an unknown name. */
-DS4RT_API ds4rt_status ds4rt_cpu_isa_set(const char *name);
 /* Tokenizer and chat template (docs/TOKENIZER.md)                                              */
 /*                                                                                              */
 /* Byte-level BPE with the DeepSeek V4 pre-tokenizer ("joyai-llm"), giving the ids of the      */
@@ -896,6 +861,45 @@ DS4RT_API ds4rt_status ds4rt_chat_render_ids(const ds4rt_tokenizer *tok,
                                              const ds4rt_chat_message *messages, size_t n_messages,
                                              const ds4rt_chat_options *options, int32_t *ids,
                                              size_t cap, size_t *n_ids);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CPU tensor ops: dequantisation and quantised matrix products (docs/QUANTS.md)              */
+/* ------------------------------------------------------------------------------------------ */
+/* Types computed: F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS (see     */
+/* ds4rt_type_info.compute). Results are bitwise the same on every CPU path (scalar, AVX2,    */
+/* AVX-512, NEON), for any batch size and thread count.                                        */
+
+/* Dequantises n elements (a whole number of blocks) of `type` at src into dst[n] (f32), bit-exact
+ * with gguf-py's dequantize(). DS4RT_ERR_UNSUPPORTED for a type the CPU backend does not compute,
+ * DS4RT_ERR_INVALID_ARGUMENT for a partial block or a NULL pointer. */
+DS4RT_API ds4rt_status ds4rt_dequantize(uint32_t type, const void *src, int64_t n, float *dst);
+
+/* y[t*rows + r] = sum_c W[r][c] * x[t*cols + c] for t < n_tok, W[rows][cols] stored as GGUF rows of
+ * `type` (row r at w + r * row bytes). Each activation row is first rounded to the type paired with
+ * the weight (see ds4rt_quantize_activation). Uses a process-wide pool of n_threads threads
+ * (<= 0: one per CPU the process may run on), recreated when n_threads changes; concurrent calls
+ * are serialised. For hosts and tests; the runtime itself calls the internal matmul. */
+DS4RT_API ds4rt_status ds4rt_matmul_host(uint32_t type, const void *w, int64_t rows, int64_t cols,
+                                         const float *x, int64_t n_tok, float *y, int n_threads);
+
+/* Rounds an activation row x[n] exactly as ds4rt_matmul_host does for weights of weight_type:
+ * Q8_0/Q4_0/MXFP4 pair with Q8_0 (blocks of 32), K-quants and IQ2_XXS with Q8_K (blocks of 256):
+ * q[n] receives the int8 values and scales[n/32 or n/256] the f32 block scales (x ~ scale*q).
+ * F32/F16/BF16 pair with float activations rounded to that type: scales[n] receives the rounded
+ * values and q is not used (may be NULL). */
+DS4RT_API ds4rt_status ds4rt_quantize_activation(uint32_t weight_type, const float *x, int64_t n,
+                                                 int8_t *q, float *scales);
+
+/* Name of the CPU kernel path in use: "scalar", "avx2", "avx512", "neon" or "neon-dotprod". Chosen
+ * at first use from the CPU's features, or by the environment variable DS4RT_CPU_ISA. */
+DS4RT_API const char *ds4rt_cpu_isa(void);
+
+/* Nonzero if path `name` (or "auto") is compiled in and this CPU can run it. */
+DS4RT_API int ds4rt_cpu_isa_supported(const char *name);
+
+/* Switches the CPU kernel path ("auto" = the widest this CPU runs). Call while no product runs.
+ * DS4RT_ERR_UNSUPPORTED if this CPU cannot run it, DS4RT_ERR_INVALID_ARGUMENT for an unknown name. */
+DS4RT_API ds4rt_status ds4rt_cpu_isa_set(const char *name);
 
 /* ------------------------------------------------------------------------------------------ */
 /* GPU backend (present only when built with -Dgpu=cuda or -Dgpu=hip)                          */

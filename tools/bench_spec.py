@@ -52,7 +52,9 @@ def run(model, prompt, n, repeats, max_batch, **kw):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--target", default=data.default_target())
     ap.add_argument("--support", default=data.default_support())
     ap.add_argument("--tokens", type=int, default=128)
@@ -64,7 +66,9 @@ def main(argv=None) -> int:
     model = ds4rt.Model(args.target, n_threads=args.threads)
     dspark = ds4rt.DSpark(model, args.support)
     rng = np.random.default_rng(0)
-    prompt = [max(model.bos_id, 0)] + rng.integers(3, model.n_vocab, args.prompt_tokens - 1).tolist()
+    prompt = [max(model.bos_id, 0)] + rng.integers(
+        3, model.n_vocab, args.prompt_tokens - 1
+    ).tolist()
     max_batch = max(32, dspark.block_size + 1)
     n = args.tokens
 
@@ -84,7 +88,9 @@ def main(argv=None) -> int:
         "oracle-always": dict(draft=oracle, scheduler="always"),
         "wrong-adaptive": dict(draft=wrong),
     }
-    results = [{"config": "plain", "median_s": base_t, "tokens_per_s": n / base_t, "ratio_to_plain": 1.0}]
+    results = [
+        {"config": "plain", "median_s": base_t, "tokens_per_s": n / base_t, "ratio_to_plain": 1.0}
+    ]
     for name, kw in configs.items():
         t, out, st = run(model, prompt, n, args.repeats, max_batch, **kw)
         if out != base_out:
@@ -103,8 +109,13 @@ def main(argv=None) -> int:
             }
         )
     doc = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])),
-        "machine": {"cpu": platform.processor() or platform.machine(), "cpus_available": len(os.sched_getaffinity(0))},
+        "command": " ".join(
+            [os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])
+        ),
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cpus_available": len(os.sched_getaffinity(0)),
+        },
         "build": ds4rt.build_info(),
         "target": os.path.basename(args.target),
         "support": os.path.basename(args.support),

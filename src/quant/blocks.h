@@ -51,6 +51,22 @@ static inline void ds4rt_k4_scale_min(const uint8_t *s, int j, int *sc, int *m) 
     }
 }
 
+/* All 8 scales (out[0..7]) and 8 mins (out[8..15]) of a Q4_K/Q5_K block at once, with 32-bit
+ * operations: the same values as ds4rt_k4_scale_min for j = 0..7. */
+static inline void ds4rt_k4_unpack(const uint8_t *s, uint8_t out[16]) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    const uint32_t lo6 = 0x3f3f3f3fu, lo4 = 0x0f0f0f0fu, lo2 = 0x03030303u;
+    const uint32_t sc_lo = w0 & lo6, sc_hi = (w2 & lo4) | (((w0 >> 6) & lo2) << 4);
+    const uint32_t mn_lo = w1 & lo6, mn_hi = ((w2 >> 4) & lo4) | (((w1 >> 6) & lo2) << 4);
+    memcpy(out, &sc_lo, 4);
+    memcpy(out + 4, &sc_hi, 4);
+    memcpy(out + 8, &mn_lo, 4);
+    memcpy(out + 12, &mn_hi, 4);
+}
+
 /* MXFP4 shared scale: 2^(e-128) (E8M0 halved, since the table values are doubled). */
 static inline float ds4rt_e8m0_half(uint8_t e) {
     return ds4rt_bits_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);

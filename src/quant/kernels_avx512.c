@@ -6,7 +6,7 @@
  * as kernels_scalar.c, so results are bitwise those of every other path. AVX-512BW has no byte
  * sign instruction: signs are applied with a byte mask (x negated where the mask bit is set).
  */
-#include "simd_avx2.h"
+#include "kernels_avx2_tiles.h"
 
 ALWAYS_INLINE __m512i loadu512(const void *p) { return _mm512_loadu_si512(p); }
 
@@ -18,6 +18,11 @@ ALWAYS_INLINE __m512i join256(__m256i lo, __m256i hi) {
 ALWAYS_INLINE __m512i dot_i8_512(__m512i w, __m512i x) {
     const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
     return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
+}
+
+/* The 16 i32 lanes of v folded to 8 (exact integer sums). */
+ALWAYS_INLINE __m256i fold256(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 
 ALWAYS_INLINE __m512i dot_u8_scaled_512(__m512i q, __m512i x, __m512i sc) {
@@ -43,12 +48,6 @@ ALWAYS_INLINE __m512 load16_f16(const uint8_t *p) { return _mm512_cvtph_ps(loadu
 ALWAYS_INLINE __m512 load16_bf16(const uint8_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(loadu(p)), 16));
 }
-static inline float scalar_f32(const uint8_t *p) {
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-}
-static inline float scalar_bf16(const uint8_t *p) { return ds4rt_bf16_to_f32(ds4rt_rd_u16(p)); }
 
 #define DEF_FLOAT_DOT(name, ESZ, LOADW, SCALARW)                                                     \
     static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, int64_t k0,  \
@@ -116,19 +115,6 @@ ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4r
 
 /* ================= 256-element blocks, Q8_K activations ================= */
 
-typedef struct {
-    const int8_t *xq[TMAX];
-    const float *xd[TMAX];
-    const int16_t *bs[TMAX];
-} qk_rows;
-
-ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int T) {
-    for (int t = 0; t < T; t++) {
-        r->xq[t] = ds4rt_act_qs(a, t0 + t);
-        r->xd[t] = ds4rt_act_d(a, t0 + t);
-        r->bs[t] = ds4rt_act_bsums(a, t0 + t);
-    }
-}
 
 /* i16 vector whose 128-bit lane i holds s16[first + i] eight times (s16 = 16 i16 scales). */
 ALWAYS_INLINE __m512i scale_quad(__m512i s16, int first) {
@@ -167,10 +153,10 @@ ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
                     acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r.xq[t] + b * 256 + 128 * n + 64 * p), sq));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d), dmin = ds4rt_rd_f16(blk->dmin);
+        const float d = f16c(blk->d), dmin = f16c(blk->dmin);
         for (int t = 0; t < T; t++) {
-            const int32_t A = _mm512_reduce_add_epi32(acc[t]);
-            const int32_t B = hsum_i32(_mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)));
+            int32_t A, B;
+            hsum2_i32(fold256(acc[t]), _mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)), &A, &B);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
@@ -187,8 +173,9 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
     for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const uint8_t *blk = w + b * bsz;
         const uint8_t *qs = blk + (hbits ? 48 : 16);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) ds4rt_k4_scale_min(blk + 4, j, &sc[j], &mn[j]);
+        uint8_t sm[16]; /* 8 scales, 8 mins */
+        ds4rt_k4_unpack(blk + 4, sm);
+        const __m256i mn16 = mins_pairs16(sm + 8);
         const __m512i qh = hbits ? dup256(blk + 16) : _mm512_setzero_si512();
         __m512i acc[TMAX];
         for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
@@ -199,16 +186,14 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
                 const __m512i bit = join256(_mm256_set1_epi8((char)(1 << (2 * c))), _mm256_set1_epi8((char)(1 << (2 * c + 1))));
                 q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bit), q, sixteen);
             }
-            const __m512i s = counts((short)sc[2 * c], (short)sc[2 * c + 1]);
+            const __m512i s = counts((short)sm[2 * c], (short)sm[2 * c + 1]);
             for (int t = 0; t < T; t++)
                 acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r.xq[t] + b * 256 + 64 * c), s));
         }
-        const float d = ds4rt_rd_f16(blk), dmin = ds4rt_rd_f16(blk + 2);
+        const float d = f16c(blk), dmin = f16c(blk + 2);
         for (int t = 0; t < T; t++) {
-            const int16_t *bs = r.bs[t] + b * 16;
-            int32_t B = 0;
-            for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
-            const int32_t A = _mm512_reduce_add_epi32(acc[t]);
+            int32_t A, B;
+            hsum2_i32(fold256(acc[t]), _mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)), &A, &B);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
     }
@@ -241,18 +226,25 @@ ALWAYS_INLINE void tile_q6_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
                 acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q23, loadu512(x + 64), s23));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d);
+        const float d = f16c(blk->d);
         for (int t = 0; t < T; t++) {
-            const int32_t S = hsum_i32(_mm256_madd_epi16(sc16y, loadu(r.bs[t] + b * 16)));
-            const int32_t A = _mm512_reduce_add_epi32(acc[t]) - 32 * S;
+            /* A = sum sc * sum q*x - 32 * sum sc * bsum, all exact */
+            const __m256i S = _mm256_slli_epi32(_mm256_madd_epi16(sc16y, loadu(r.bs[t] + b * 16)), 5);
+            const int32_t A = hsum_i32(_mm256_sub_epi32(fold256(acc[t]), S));
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A;
         }
     }
 }
 
-ALWAYS_INLINE uint64_t iq2_sign_mask(uint32_t aux) {
-    return (uint64_t)ds4rt_ksigns[aux & 127] | (uint64_t)ds4rt_ksigns[(aux >> 7) & 127] << 8 |
-           (uint64_t)ds4rt_ksigns[(aux >> 14) & 127] << 16 | (uint64_t)ds4rt_ksigns[(aux >> 21) & 127] << 24;
+/* The 32 sign bits of a sub-block: byte g = the 7 stored bits of group g (aux bits 7g..7g+6)
+ * plus their parity as bit 7, i.e. ds4rt_ksigns[(aux >> 7g) & 127]. pdep spreads the 28 bits
+ * (fast on every CPU with AVX-512); the xor-fold leaves each byte's parity in its bit 0. */
+ALWAYS_INLINE uint32_t iq2_sign_mask(uint32_t aux) {
+    const uint32_t m = _pdep_u32(aux, 0x7f7f7f7fu);
+    uint32_t p = m ^ (m >> 4);
+    p ^= p >> 2;
+    p ^= p >> 1;
+    return m | (p & 0x01010101u) << 7;
 }
 
 ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
@@ -271,7 +263,7 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
             const __m512i grid = _mm512_set_epi64((long long)G[p1[3]], (long long)G[p1[2]], (long long)G[p1[1]],
                                                   (long long)G[p1[0]], (long long)G[p0[3]], (long long)G[p0[2]],
                                                   (long long)G[p0[1]], (long long)G[p0[0]]);
-            const __mmask64 neg = (__mmask64)(iq2_sign_mask(aux0) | iq2_sign_mask(aux1) << 32);
+            const __mmask64 neg = (__mmask64)((uint64_t)iq2_sign_mask(aux0) | (uint64_t)iq2_sign_mask(aux1) << 32);
             const __m512i lsv = counts((short)(2 * (aux0 >> 28) + 1), (short)(2 * (aux1 >> 28) + 1));
             for (int t = 0; t < T; t++) {
                 const __m512i x = loadu512(r.xq[t] + b * 256 + 32 * s);
@@ -279,7 +271,7 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
                 acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(grid, xs, lsv));
             }
         }
-        const float d = ds4rt_rd_f16(blk->d);
+        const float d = f16c(blk->d);
         for (int t = 0; t < T; t++)
             L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
     }
@@ -299,10 +291,12 @@ ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0
     }
 
 #define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
-#define C_Q4_0(T) tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
-#define C_MXFP4(T) tile_blk32(2, 17, w, a, t0, T, k0, k1, lanes, ls)
+/* Q4_0, MXFP4 and Q4_K use the 256-bit kernels (kernels_avx2_tiles.h), EVEX-encoded here: on a
+ * Sapphire Rapids-class Xeon they ran 5-16% faster than 512-bit versions (docs/QUANTS.md). */
+#define C_Q4_0(T) avx2_tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
+#define C_MXFP4(T) avx2_tile_blk32(2, 17, w, a, t0, T, k0, k1, lanes, ls)
 #define C_Q2_K(T) tile_q2_K(w, a, t0, T, k0, k1, lanes, ls)
-#define C_Q4_K(T) tile_q45_K(0, w, a, t0, T, k0, k1, lanes, ls)
+#define C_Q4_K(T) avx2_tile_q45_K(0, w, a, t0, T, k0, k1, lanes, ls)
 #define C_Q5_K(T) tile_q45_K(1, w, a, t0, T, k0, k1, lanes, ls)
 #define C_Q6_K(T) tile_q6_K(w, a, t0, T, k0, k1, lanes, ls)
 #define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls)

@@ -138,6 +138,18 @@ ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int 
 
 ALWAYS_INLINE int8x16_t s8(uint8x16_t v) { return vreinterpretq_s8_u8(v); }
 
+/* sum_g m[g] * bs[g] over 16 groups (m: 16 bytes 0..255 as unsigned, bs: the Q8_K bsums). */
+ALWAYS_INLINE int32_t dot_mins16(uint8x16_t m, const int16_t *bs) {
+    const int16x8_t m0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(m)));
+    const int16x8_t m1 = vreinterpretq_s16_u16(vmovl_u8(vget_high_u8(m)));
+    const int16x8_t b0 = vld1q_s16(bs), b1 = vld1q_s16(bs + 8);
+    int32x4_t p = vmull_s16(vget_low_s16(m0), vget_low_s16(b0));
+    p = vmlal_s16(p, vget_high_s16(m0), vget_high_s16(b0));
+    p = vmlal_s16(p, vget_low_s16(m1), vget_low_s16(b1));
+    p = vmlal_s16(p, vget_high_s16(m1), vget_high_s16(b1));
+    return vaddvq_s32(p);
+}
+
 ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
@@ -164,10 +176,9 @@ ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
             }
         }
         const float d = ds4rt_rd_f16(blk->d), dmin = ds4rt_rd_f16(blk->dmin);
+        const uint8x16_t mins = vshrq_n_u8(vld1q_u8(blk->scales), 4);
         for (int t = 0; t < T; t++) {
-            const int16_t *bs = r.bs[t] + b * 16;
-            int32_t B = 0;
-            for (int g = 0; g < 16; g++) B += (blk->scales[g] >> 4) * bs[g];
+            const int32_t B = dot_mins16(mins, r.bs[t] + b * 16);
             const int32_t A = vaddvq_s32(acc[t]);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }
@@ -185,8 +196,10 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
     for (int64_t b = k0 / 256; b < k1 / 256; b++) {
         const uint8_t *blk = w + b * bsz;
         const uint8_t *qs = blk + (hbits ? 48 : 16);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) ds4rt_k4_scale_min(blk + 4, j, &sc[j], &mn[j]);
+        uint8_t sm[16]; /* 8 scales, 8 mins */
+        ds4rt_k4_unpack(blk + 4, sm);
+        static const uint8_t dup_idx[16] = {8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15};
+        const uint8x16_t mins = vqtbl1q_u8(vld1q_u8(sm), vld1q_u8(dup_idx)); /* each min per 16 */
         const uint8x16_t qh0 = hbits ? vld1q_u8(blk + 16) : vdupq_n_u8(0);
         const uint8x16_t qh1 = hbits ? vld1q_u8(blk + 32) : vdupq_n_u8(0);
         int32x4_t acc[TMAX];
@@ -204,15 +217,13 @@ ALWAYS_INLINE void tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, i
             }
             for (int t = 0; t < T; t++) {
                 const int8_t *x = r.xq[t] + b * 256 + 64 * c;
-                acc[t] = vmlaq_n_s32(acc[t], dot32(s8(l0), s8(l1), x), sc[2 * c]);
-                acc[t] = vmlaq_n_s32(acc[t], dot32(s8(h0), s8(h1), x + 32), sc[2 * c + 1]);
+                acc[t] = vmlaq_n_s32(acc[t], dot32(s8(l0), s8(l1), x), sm[2 * c]);
+                acc[t] = vmlaq_n_s32(acc[t], dot32(s8(h0), s8(h1), x + 32), sm[2 * c + 1]);
             }
         }
         const float d = ds4rt_rd_f16(blk), dmin = ds4rt_rd_f16(blk + 2);
         for (int t = 0; t < T; t++) {
-            const int16_t *bs = r.bs[t] + b * 16;
-            int32_t B = 0;
-            for (int j = 0; j < 8; j++) B += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
+            const int32_t B = dot_mins16(mins, r.bs[t] + b * 16);
             const int32_t A = vaddvq_s32(acc[t]);
             L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
         }

@@ -13,11 +13,38 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define TMAX DS4RT_TILE_TOK
 
+/* One weight of a float row, for the scalar tails of the float kernels. */
+static inline float scalar_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+static inline float scalar_bf16(const uint8_t *p) { return ds4rt_bf16_to_f32(ds4rt_rd_u16(p)); }
+
+/* f16 -> f32 with F16C: bitwise the same as ds4rt_f16_to_f32 (exact; NaNs quieted). */
+ALWAYS_INLINE float f16c(const uint8_t *p) { return _cvtsh_ss(ds4rt_rd_u16(p)); }
+
 ALWAYS_INLINE int32_t hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
+}
+
+/* The lane sums of a and of b, with one shared reduction. */
+ALWAYS_INLINE void hsum2_i32(__m256i a, __m256i b, int32_t *sa, int32_t *sb) {
+    const __m256i h = _mm256_hadd_epi32(a, b); /* a01 a23 b01 b23 | a45 a67 b45 b67 */
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    s = _mm_hadd_epi32(s, s); /* A B A B */
+    *sa = _mm_cvtsi128_si32(s);
+    *sb = _mm_extract_epi32(s, 1);
+}
+
+/* 16 x i16 [m0 m0 m1 m1 ... m7 m7] from the 8 bytes at mins: each min once per 16 elements. */
+ALWAYS_INLINE __m256i mins_pairs16(const uint8_t *mins) {
+    const __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)mins);
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    return _mm256_cvtepu8_epi16(_mm_shuffle_epi8(v, dup));
 }
 
 /* The eight lane sums of s[0..7] as one vector [sum(s0), ..., sum(s7)] (exact integers). */
@@ -73,7 +100,7 @@ ALWAYS_INLINE __m256i decode_blk32(int kind, const uint8_t *blk) {
 }
 
 ALWAYS_INLINE float scale_blk32(int kind, const uint8_t *blk) {
-    return kind == 2 ? ds4rt_e8m0_half(blk[0]) : ds4rt_rd_f16(blk);
+    return kind == 2 ? ds4rt_e8m0_half(blk[0]) : f16c(blk);
 }
 
 /* The f32 scales of 8 consecutive blocks of `bsz` bytes. */
@@ -83,5 +110,22 @@ ALWAYS_INLINE __m256 scales8_blk32(int kind, const uint8_t *wb, size_t bsz) {
     for (int k = 0; k < 8; k++) e[k] = ds4rt_e8m0_half(wb[k * bsz]);
     return _mm256_loadu_ps(e);
 }
+
+/* The activation rows of a token tile, for 256-element block kernels. */
+typedef struct {
+    const int8_t *xq[TMAX];
+    const float *xd[TMAX];
+    const int16_t *bs[TMAX];
+} qk_rows;
+
+ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int T) {
+    for (int t = 0; t < T; t++) {
+        r->xq[t] = ds4rt_act_qs(a, t0 + t);
+        r->xd[t] = ds4rt_act_d(a, t0 + t);
+        r->bs[t] = ds4rt_act_bsums(a, t0 + t);
+    }
+}
+
+ALWAYS_INLINE __m256i bsums16(const qk_rows *r, int t, int64_t b) { return loadu(r->bs[t] + b * 16); }
 
 #endif /* DS4RT_SIMD_AVX2_H */
