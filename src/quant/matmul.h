@@ -25,11 +25,20 @@ typedef struct ds4rt_weight {
     uint64_t row_bytes;
 } ds4rt_weight;
 
-/* y[t * w->rows + r] = sum_c W[r][c] * x[t * w->cols + c] for t < n_tok. */
+/* y[t * w->rows + r] = sum_c W[r][c] * x[t * w->cols + c] for t < n_tok.
+ * pool may be NULL (everything on the calling thread); a pool serves one call at a time, and
+ * must not be used from inside one of its own parallel_for callbacks. n_tok == 0 or rows == 0:
+ * nothing to do. w->row_bytes may exceed the packed row size (strided rows). Activations are
+ * converted into a scratch buffer owned by the calling thread (grown on demand, freed at thread
+ * exit), so concurrent calls from different threads with different pools are fine. Errors:
+ * DS4RT_ERR_UNSUPPORTED for a type the CPU backend does not compute, DS4RT_ERR_INVALID_ARGUMENT
+ * for NULLs, negative sizes or cols not a multiple of the weight/activation block. See
+ * docs/QUANTS.md for the rounding of activations and the exactness guarantees. */
 ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *x, int64_t n_tok,
                           float *y);
 
-/* Dequantises n elements (a whole number of blocks) of `type` at src into dst. */
+/* Dequantises n elements (a whole number of blocks) of `type` at src into dst, bit-exact with
+ * gguf-py's dequantize(). */
 ds4rt_status ds4rt_dequantize_row(uint32_t type, const void *src, int64_t n, float *dst);
 
 #endif /* DS4RT_MATMUL_H */
