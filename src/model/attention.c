@@ -97,6 +97,23 @@ static void index_rows(void *ctx, int64_t begin, int64_t end, int thread) {
     }
 }
 
+/* The attention and indexer compressors of layer l (zeroed when the layer has none). */
+static void layer_compressors(const ds4rt_target *t, uint32_t l, ds4rt_compressor *attn, ds4rt_compressor *index) {
+    const ds4rt_hparams *hp = &t->hp;
+    const ds4rt_attn_weights *w = &t->layers[l].attn;
+    const uint32_t R = hp->ratio[l];
+    memset(attn, 0, sizeof *attn);
+    memset(index, 0, sizeof *index);
+    if (R != 0)
+        *attn = (ds4rt_compressor){.ratio = R, .dim = hp->head_dim, .d_nope = hp->d_nope, .ape = w->c_ape,
+                                   .norm = w->c_norm, .rms_eps = hp->rms_eps, .rope = &t->rope_comp,
+                                   .post = t->sim_fp8 ? DS4RT_COMP_POST_FP8 : DS4RT_COMP_POST_NONE};
+    if (R == 4)
+        *index = (ds4rt_compressor){.ratio = 4, .dim = hp->idx_dim, .d_nope = 0, .ape = w->ic_ape, .norm = w->ic_norm,
+                                    .rms_eps = hp->rms_eps, .rope = &t->rope_comp,
+                                    .post = t->sim_fp4 ? DS4RT_COMP_POST_HADAMARD_FP4 : DS4RT_COMP_POST_HADAMARD};
+}
+
 /* ---- the sublayer ------------------------------------------------------------------------- */
 
 ds4rt_status ds4rt_attention_sublayer(const ds4rt_target *t, uint32_t l, ds4rt_pool *pool, ds4rt_kv_state *st,
@@ -146,15 +163,8 @@ ds4rt_status ds4rt_attention_sublayer(const ds4rt_target *t, uint32_t l, ds4rt_p
         }
     }
 
-    ds4rt_compressor attn_comp = {0}, index_comp = {0};
-    if (R != 0)
-        attn_comp = (ds4rt_compressor){.ratio = R, .dim = dh, .d_nope = hp->d_nope, .ape = w->c_ape, .norm = w->c_norm,
-                                       .rms_eps = hp->rms_eps, .rope = &t->rope_comp,
-                                       .post = t->sim_fp8 ? DS4RT_COMP_POST_FP8 : DS4RT_COMP_POST_NONE};
-    if (R == 4)
-        index_comp = (ds4rt_compressor){.ratio = 4, .dim = di, .d_nope = 0, .ape = w->ic_ape, .norm = w->ic_norm,
-                                        .rms_eps = hp->rms_eps, .rope = &t->rope_comp,
-                                        .post = t->sim_fp4 ? DS4RT_COMP_POST_HADAMARD_FP4 : DS4RT_COMP_POST_HADAMARD};
+    ds4rt_compressor attn_comp, index_comp;
+    layer_compressors(t, l, &attn_comp, &index_comp);
 
     /* sequential part: each token sees the rows of the tokens before it */
     for (int64_t i = 0; i < n; i++) {
@@ -208,7 +218,6 @@ ds4rt_status ds4rt_attention_sublayer(const ds4rt_target *t, uint32_t l, ds4rt_p
 ds4rt_status ds4rt_attention_rollback(const ds4rt_target *t, uint32_t l, ds4rt_kv_state *st, ds4rt_scratch *s,
                                       int64_t keep) {
     const ds4rt_hparams *hp = &t->hp;
-    const ds4rt_attn_weights *w = &t->layers[l].attn;
     ds4rt_layer_state *ls = &st->layers[l];
     const uint32_t R = hp->ratio[l];
     if (R == 0) return DS4RT_OK;
@@ -216,9 +225,8 @@ ds4rt_status ds4rt_attention_rollback(const ds4rt_target *t, uint32_t l, ds4rt_k
     memcpy(ls->cf.kv, ls->snap_cf_kv, cbytes);
     memcpy(ls->cf.score, ls->snap_cf_score, cbytes);
     ls->n_comp = ls->snap_n_comp;
-    ds4rt_compressor attn_comp = {.ratio = R, .dim = hp->head_dim, .d_nope = hp->d_nope, .ape = w->c_ape,
-                                  .norm = w->c_norm, .rms_eps = hp->rms_eps, .rope = &t->rope_comp,
-                                  .post = t->sim_fp8 ? DS4RT_COMP_POST_FP8 : DS4RT_COMP_POST_NONE};
+    ds4rt_compressor attn_comp, index_comp;
+    layer_compressors(t, l, &attn_comp, &index_comp);
     for (int64_t i = 0; i < keep; i++) {
         const float *jr = ls->journal_c + (size_t)i * 2 * ls->cf.width;
         ds4rt_compressor_push(&attn_comp, &ls->cf, jr, jr + ls->cf.width, st->batch_start + i, ls->comp, &ls->n_comp,
@@ -229,9 +237,6 @@ ds4rt_status ds4rt_attention_rollback(const ds4rt_target *t, uint32_t l, ds4rt_k
         memcpy(ls->icf.kv, ls->snap_icf_kv, ibytes);
         memcpy(ls->icf.score, ls->snap_icf_score, ibytes);
         ls->n_icomp = ls->snap_n_icomp;
-        ds4rt_compressor index_comp = {.ratio = 4, .dim = hp->idx_dim, .ape = w->ic_ape, .norm = w->ic_norm,
-                                       .rms_eps = hp->rms_eps, .rope = &t->rope_comp,
-                                       .post = t->sim_fp4 ? DS4RT_COMP_POST_HADAMARD_FP4 : DS4RT_COMP_POST_HADAMARD};
         for (int64_t i = 0; i < keep; i++) {
             const float *jr = ls->journal_i + (size_t)i * 2 * ls->icf.width;
             ds4rt_compressor_push(&index_comp, &ls->icf, jr, jr + ls->icf.width, st->batch_start + i, ls->icomp,
