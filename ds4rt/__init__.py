@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from . import errors
+from . import data, errors
 from ._core import api_version, build_info, version
 from .dspark import DSpark
 from .errors import Ds4rtError
@@ -23,6 +23,7 @@ __all__ = [
     "Session",
     "api_version",
     "build_info",
+    "data",
     "errors",
     "get_include",
     "get_library_dir",
