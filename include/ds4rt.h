@@ -651,7 +651,10 @@ typedef struct ds4rt_generate_params {
 DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void);
 
 /* Evaluates the prompt (appended to the context), then generates up to max_tokens tokens into
- * out[cap]; *n_out receives the count. */
+ * out[cap]; *n_out receives the count. Generation stops after an EOS (if stop_at_eos), when
+ * on_token returns 0, at max_tokens, or when the context is full (then *n_out may be below
+ * max_tokens and the session's position equals n_ctx). Afterwards the context holds the prompt
+ * and every generated token (context permitting). */
 DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *session, const int32_t *prompt, size_t n_prompt,
                                       const ds4rt_generate_params *params, int32_t *out, size_t cap,
                                       size_t *n_out);

@@ -330,3 +330,13 @@ def test_bad_speculative_setups(model, dspark, tmp_path_factory):
 
     with pytest.raises(RuntimeError, match="drafter exploded"):
         model.session().generate([0, 4], max_tokens=5, draft=boom, scheduler="always")
+
+
+def test_generation_stops_at_a_full_context_the_same_way(model, dspark):
+    toks = prompt(10, 17)
+    outs = []
+    for kw in ({}, {"dspark": dspark, "scheduler": "always"}):
+        s = model.session(n_ctx=30, max_batch=16)
+        outs.append(s.generate(toks, max_tokens=50, stop_at_eos=False, **kw))
+        assert s.position == 30  # prompt + every generated token that fit
+    assert outs[0] == outs[1] and len(outs[0]) == 21  # the last one is sampled, not evaluated

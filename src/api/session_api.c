@@ -162,8 +162,10 @@ DS4RT_API ds4rt_status ds4rt_session_truncate(ds4rt_session *s, int64_t n_tokens
     int64_t keep = n_tokens - start;
     ds4rt_status st = ds4rt_target_rollback(&s->model->target, &s->st, &s->scratch, keep);
     if (st != DS4RT_OK) return ds4rt_session_error(s, st);
+    /* the drafter's ring holds window + max_batch rows, so a crop within the last pass always
+     * finds its rows; failing here would be a bug, not a condition to paper over */
     if (s->drafter_for != NULL && ds4rt_drafter_crop(&s->drafter, n_tokens) != DS4RT_OK)
-        ds4rt_drafter_restart(&s->drafter, n_tokens); /* rows too old to restore: start afresh */
+        return ds4rt_session_error(s, ds4rt_fail_context(DS4RT_ERR_INTERNAL, "session_truncate"));
     const uint32_t V = s->model->target.hp.n_vocab;
     if (keep == 0) s->cur = s->prev_valid ? s->prev_logits : NULL;
     else if (keep - 1 >= s->pass_from) s->cur = s->pass_logits + (size_t)(keep - 1 - s->pass_from) * V;
