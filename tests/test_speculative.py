@@ -168,23 +168,36 @@ def test_confidence_threshold_ends(model, dspark):
     assert st["confidence_cuts"] == 0 and st["draft_len_hist"][5] > 0
 
 
-def test_eos_inside_accepted_drafts_ends_generation(model):
-    toks = prompt(4, 15)
-    want = plain(model, toks, 30)
-    eos = model.eos_id
-    full = toks + want[:10] + [eos] + want[10:]
-    s = model.session(max_batch=32)
+def test_eos_inside_accepted_drafts_ends_generation(fl, tmp_path):
+    """Make a token of the plain continuation the model's EOS: plain decoding stops after it,
+    and so must speculative decoding when that token sits inside a block of accepted drafts."""
+    from gguf import GGUFValueType as VT
+    from gguf_rewrite import rewrite
 
-    def right_with_eos(ctx, k):
+    base = ds4rt.Model(str(fl.target))
+    toks = prompt(4, 15)
+    cont = plain(base, toks, 30)
+    stop = cont[10]
+    first = cont.index(stop)  # the first occurrence ends plain generation
+    path = tmp_path / "eos.gguf"
+    rewrite(str(fl.target), str(path), set_keys={"tokenizer.ggml.eos_token_id": (stop, VT.UINT32)})
+    m = ds4rt.Model(str(path))
+    want = m.session(max_batch=32).generate(toks, max_tokens=30)
+    assert want == cont[: first + 1] and want[-1] == m.eos_id
+    full = toks + cont
+
+    def right(ctx, k):  # proposes past the EOS: everything up to it is accepted
         n = len(ctx)
         return [full[n + i] if n + i < len(full) else 3 for i in range(k)]
 
-    # the plain continuation does not contain EOS here; the drafter proposes one, which the
-    # target rejects unless it is the target's choice: output stays plain's
-    assert (
-        s.generate(toks, max_tokens=30, draft=right_with_eos, scheduler="always")
-        == want[: len(want)]
-    )
+    s = m.session(max_batch=32)
+    assert s.generate(toks, max_tokens=30, draft=right, scheduler="always") == want
+    st = s.spec_stats()
+    assert st["accepted_draft"] > 0 and st["tokens"] == len(want)
+    # the drafts after the EOS were dropped from the context too, not only from the output
+    ref = m.session(max_batch=32)
+    ref.eval(toks + want)
+    assert s.position == ref.position and np.array_equal(s.current_logits(), ref.current_logits())
 
 
 def pair_distribution(model, toks, runs, **kw):

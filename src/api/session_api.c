@@ -116,7 +116,8 @@ ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t
         s->stats.prop_cache += ds4rt_now_ms() - t0 - fusion_ms;
         if (st != DS4RT_OK) { /* the target pass stands; only the drafter is out of step */
             ds4rt_drafter_restart(&s->drafter, first + n);
-            s->stats.errors++;
+            s->stats.errors++; /* counted, and the reason kept as the session's last error */
+            ds4rt_copy_last_error(s->error, sizeof s->error);
         }
     }
     s->prev_valid = prev_valid;

@@ -23,8 +23,6 @@
 
 #define RESIDUAL_FLOOR 1e-8
 
-static double now_ms(void) { return ds4rt_now_ms(); }
-
 typedef struct spec_run {
     ds4rt_session *s;
     const ds4rt_generate_params *gp;
@@ -88,7 +86,7 @@ static void dspark_draft(spec_run *r, int32_t anchor, int32_t L, draft *out) {
                                             r->sample ? &r->gp->sampler : NULL, u, r->work_val, r->work_idx, &prop);
     st->prop_setup += prop.ms_setup;
     st->prop_chain += prop.ms_chain;
-    for (uint32_t i = 0; i < DS4RT_DSPARK_MAX_STAGES && i < 8; i++) st->stage_ms[i] += prop.ms_stage[i];
+    for (uint32_t i = 0; i < DS4RT_DSPARK_MAX_STAGES; i++) st->stage_ms[i] += prop.ms_stage[i];
     st->prop_hidden += prop.ms_hidden;
     st->prop_conf0 += prop.ms_conf0;
     st->prop_logits += prop.ms_logits;
@@ -222,8 +220,7 @@ static bool emit(spec_run *r, int32_t tok, int32_t *out, size_t *n_out, size_t l
 static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_out) {
     ds4rt_session *s = r->s;
     ds4rt_spec_stats *st = r->st;
-    const uint32_t V = r->V;
-    double t_start = now_ms();
+    double t_start = ds4rt_now_ms();
     if (!emit(r, pick(r, s->cur), out, n_out, limit)) goto done;
     for (;;) {
         int32_t anchor = out[*n_out - 1];
@@ -246,10 +243,10 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
         }
         if (L > 0) {
             if (probe) st->probes++;
-            double t0 = now_ms();
+            double t0 = ds4rt_now_ms();
             if (r->d != NULL) dspark_draft(r, anchor, L, &dft);
             else host_draft(r, anchor, L, &dft);
-            propose_ms = now_ms() - t0;
+            propose_ms = ds4rt_now_ms() - t0;
             st->propose += propose_ms;
             /* a probe is verified whole: trimming it by the estimate it is meant to test would
              * keep that estimate from ever changing */
@@ -264,9 +261,9 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
         pass[0] = anchor;
         memcpy(pass + 1, dft.tokens, (size_t)dft.n * sizeof(int32_t));
         int64_t p_next = s->st.n_pos; /* position of the anchor */
-        double t_v = now_ms();
+        double t_v = ds4rt_now_ms();
         ds4rt_status rc = ds4rt_session_pass(s, pass, 1 + dft.n, true);
-        double verify_ms = now_ms() - t_v;
+        double verify_ms = ds4rt_now_ms() - t_v;
         if (rc != DS4RT_OK) {
             st->errors++;
             return rc;
@@ -300,13 +297,12 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
 done:
     /* as plain generation does, leave every emitted token in the context */
     if (*n_out > 0 && s->st.n_pos < s->st.n_ctx) {
-        double t0 = now_ms();
+        double t0 = ds4rt_now_ms();
         ds4rt_status rc = ds4rt_session_pass(s, &out[*n_out - 1], 1, false);
-        st->target += now_ms() - t0;
+        st->target += ds4rt_now_ms() - t0;
         if (rc != DS4RT_OK) return rc;
     }
-    st->spec_total += now_ms() - t_start;
-    (void)V;
+    st->spec_total += ds4rt_now_ms() - t_start;
     return DS4RT_OK;
 }
 

@@ -21,8 +21,6 @@
         if (st_ != DS4RT_OK) return st_;                                      \
     } while (0)
 
-static double now_ms(void) { return ds4rt_now_ms(); }
-
 static int64_t ring_cap(const ds4rt_drafter *dr) { return (int64_t)dr->d->window + dr->max_batch; }
 
 static float *ring_row(const ds4rt_drafter *dr, uint32_t stage, int64_t pos) {
@@ -99,11 +97,11 @@ ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_pool *pool, const flo
         for (uint32_t slot = 0; slot < d->n_tgt; slot++)
             memcpy(dr->cat + ((size_t)r * d->n_tgt + slot) * D, capture[slot] + (size_t)(skip + r) * D,
                    D * sizeof(float));
-    double t0 = now_ms();
+    double t0 = ds4rt_now_ms();
     TRY(ds4rt_matmul(pool, &d->main_proj, dr->cat, k, dr->main_x));
     for (int64_t r = 0; r < k; r++)
         ds4rt_rms_norm(dr->main_x + (size_t)r * D, D, d->main_norm, hp->rms_eps, dr->main_x + (size_t)r * D);
-    *ms_fusion = now_ms() - t0;
+    *ms_fusion = ds4rt_now_ms() - t0;
     double cs[DS4RT_MAX_ROPE_PAIRS], sn[DS4RT_MAX_ROPE_PAIRS];
     for (uint32_t s = 0; s < d->n_stages; s++) {
         /* the context row never enters the residual stream: kv_norm_s(wkv_s(main_x)) only */
@@ -220,7 +218,7 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, ds4rt_pool *pool, int32_t 
     const int64_t p = dr->end - 1;
     if (max_draft > B) max_draft = (int32_t)B;
 
-    double t0 = now_ms();
+    double t0 = ds4rt_now_ms();
     int32_t ids[DS4RT_DSPARK_MAX_BLOCK];
     for (int64_t i = 0; i < B; i++) {
         ids[i] = i == 0 ? anchor : (int32_t)d->noise_token;
@@ -229,40 +227,40 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, ds4rt_pool *pool, int32_t 
         TRY(ds4rt_dequantize_row(t->tok_embd.type, row, D, x));
         for (uint32_t h = 1; h < N; h++) memcpy(x + (size_t)h * D, x, D * sizeof(float));
     }
-    double t1 = now_ms();
+    double t1 = ds4rt_now_ms();
     out->ms_setup = t1 - t0;
     for (uint32_t s = 0; s < d->n_stages; s++) {
-        double ts = now_ms();
+        double ts = ds4rt_now_ms();
         TRY(stage_forward(dr, pool, s, p, ids));
-        out->ms_stage[s] = now_ms() - ts;
+        out->ms_stage[s] = ds4rt_now_ms() - ts;
     }
-    double t2 = now_ms();
+    double t2 = ds4rt_now_ms();
     out->ms_chain = t2 - t1;
     TRY(ds4rt_hc_head_batch(hp, &d->hc_head, pool, &dr->scratch, dr->X, B, dr->h));
     for (int64_t i = 0; i < B; i++)
         ds4rt_rms_norm(dr->h + (size_t)i * D, D, d->final_norm, hp->rms_eps, dr->hn + (size_t)i * D);
-    double t3 = now_ms();
+    double t3 = ds4rt_now_ms();
     out->ms_hidden = t3 - t2;
 
     bool have_logits = false;
     int32_t prev = anchor;
     for (int32_t i = 0; i < max_draft; i++) {
-        double tc = now_ms();
+        double tc = ds4rt_now_ms();
         TRY(markov_row(d, prev, dr->markov_state));
         float c = confidence(d, dr->h + (size_t)i * D, dr->markov_state);
         out->conf[out->n_conf++] = c;
-        if (i == 0) out->ms_conf0 = now_ms() - tc;
+        if (i == 0) out->ms_conf0 = ds4rt_now_ms() - tc;
         if (threshold > 0.0f && c < threshold) {
             out->cut = true;
             break;
         }
         if (!have_logits) { /* lazily: a cut at the first slot never pays for the head */
-            double tl = now_ms();
+            double tl = ds4rt_now_ms();
             TRY(ds4rt_matmul(pool, &t->output, dr->hn, B, dr->U));
-            out->ms_logits = now_ms() - tl;
+            out->ms_logits = ds4rt_now_ms() - tl;
             have_logits = true;
         }
-        double tm = now_ms();
+        double tm = ds4rt_now_ms();
         TRY(ds4rt_matmul(pool, &d->markov_w2, dr->markov_state, 1, dr->markov_bias));
         float *z = dr->corrected + (size_t)i * V;
         const float *Ui = dr->U + (size_t)i * V;
@@ -276,7 +274,7 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, ds4rt_pool *pool, int32_t 
         }
         out->tokens[out->n++] = tok;
         prev = tok;
-        out->ms_markov += now_ms() - tm;
+        out->ms_markov += ds4rt_now_ms() - tm;
     }
     return DS4RT_OK;
 }

@@ -41,8 +41,6 @@ static void capture_layer(const ds4rt_hparams *hp, const ds4rt_capture *c, uint3
     }
 }
 
-static double now_ms(void) { return ds4rt_now_ms(); }
-
 static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st, ds4rt_scratch *s,
                              ds4rt_forward_args *a);
 
@@ -64,9 +62,9 @@ ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pool *pool, ds4rt
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "logits_from %lld outside [0, %lld]", (long long)a->logits_from,
                           (long long)n);
 
-    double t0 = now_ms();
+    double t0 = ds4rt_now_ms();
     ds4rt_kv_state_begin_batch(st, n);
-    a->ms_snapshot = now_ms() - t0;
+    a->ms_snapshot = ds4rt_now_ms() - t0;
     ds4rt_status status = run_pass(t, pool, st, s, a);
     if (status != DS4RT_OK) {
         /* leave the state as it was before the pass */
@@ -82,7 +80,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_s
     const int64_t n = a->n, pos0 = st->n_pos;
     const uint32_t N = hp->hc, D = hp->n_embd;
     float *X = s->X, *X2 = s->X2;
-    double t_layers = now_ms();
+    double t_layers = ds4rt_now_ms();
     for (int64_t i = 0; i < n; i++) {
         float *x = s->x + (size_t)i * D;
         const uint8_t *row = (const uint8_t *)t->tok_embd.data + (size_t)a->tokens[i] * t->tok_embd.row_bytes;
@@ -121,7 +119,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_s
         capture_layer(hp, a->capture2, l, X, n);
     }
     st->n_pos = pos0 + n;
-    double t_head = now_ms();
+    double t_head = ds4rt_now_ms();
     a->ms_layers = t_head - t_layers;
 
     if (a->logits != NULL && a->logits_from < n) {
@@ -134,7 +132,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_s
         }
         TRY(ds4rt_matmul(pool, &t->output, s->hy, m, a->logits));
     }
-    a->ms_head = now_ms() - t_head;
+    a->ms_head = ds4rt_now_ms() - t_head;
     return DS4RT_OK;
 }
 
