@@ -1,37 +1,92 @@
 /*
- * hip_compat.h - lets the HIP-syntax kernels under hip/ build with nvcc.
+ * hip_compat.h - lets the HIP-syntax kernels under hip/ build with nvcc, hipcc and HIP-CPU.
  *
- * On AMD (hipcc defines __HIP_PLATFORM_AMD__ / __HIPCC__) this just includes the HIP runtime.
- * Otherwise it includes the CUDA runtime and maps each HIP name that our kernels and
- * launchers use onto its CUDA equivalent. Extend it only when a kernel needs a new name.
+ * Three platforms, one source (docs/GPU.md):
+ *   - AMD (hipcc defines __HIP_PLATFORM_AMD__ / __HIPCC__): the HIP runtime itself.
+ *   - HIP-CPU (DS4RT_HIP_CPU, a developer aid: kernels run on CPU threads): HIP-CPU's header.
+ *   - otherwise NVIDIA: the CUDA runtime, with each HIP name our kernels and launchers use
+ *     mapped onto its CUDA equivalent. Extend the map only when a kernel needs a new name.
+ *
+ * DS4RT_WARP is the lane count of a warp/wavefront as a compile-time constant: 32 on NVIDIA,
+ * the wavefront size the AMD target was compiled for (wave32 on RDNA such as gfx1151, wave64 on
+ * CDNA), 64 on HIP-CPU. Kernels use it instead of a literal, and their shuffles pass it as the
+ * width, so one source serves every platform.
  */
 #ifndef DS4RT_HIP_COMPAT_H
 #define DS4RT_HIP_COMPAT_H
 
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#if defined(DS4RT_HIP_CPU)
 #  include <hip/hip_runtime.h>
 #  include <hip/hip_fp16.h>
+#  define DS4RT_WARP 64
+#  define DS4RT_HAVE_GRAPHS 0
+#elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#  include <hip/hip_runtime.h>
+#  include <hip/hip_fp16.h>
+#  if defined(__AMDGCN_WAVEFRONT_SIZE)
+#    define DS4RT_WARP __AMDGCN_WAVEFRONT_SIZE
+#  else
+#    define DS4RT_WARP 32 /* host pass of hipcc: only launch geometry uses it there */
+#  endif
+#  define DS4RT_HAVE_GRAPHS 1
 #else
 #  include <cuda_runtime.h>
 #  include <cuda_fp16.h>
 
+#  define DS4RT_WARP 32
+#  define DS4RT_HAVE_GRAPHS 1
+
 #  define hipError_t cudaError_t
 #  define hipSuccess cudaSuccess
+#  define hipErrorOutOfMemory cudaErrorMemoryAllocation
 #  define hipStream_t cudaStream_t
+#  define hipEvent_t cudaEvent_t
 #  define hipDeviceProp_t cudaDeviceProp
 #  define hipGetDeviceCount cudaGetDeviceCount
 #  define hipGetDeviceProperties cudaGetDeviceProperties
+#  define hipSetDevice cudaSetDevice
+#  define hipGetDevice cudaGetDevice
 #  define hipMalloc cudaMalloc
 #  define hipFree cudaFree
+#  define hipMemGetInfo cudaMemGetInfo
 #  define hipMemcpy cudaMemcpy
+#  define hipMemcpyAsync cudaMemcpyAsync
+#  define hipMemset cudaMemset
+#  define hipMemsetAsync cudaMemsetAsync
 #  define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #  define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#  define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#  define hipStreamCreate cudaStreamCreate
+#  define hipStreamCreateWithFlags cudaStreamCreateWithFlags
+#  define hipStreamNonBlocking cudaStreamNonBlocking
+#  define hipStreamDestroy cudaStreamDestroy
+#  define hipStreamSynchronize cudaStreamSynchronize
+#  define hipEventCreate cudaEventCreate
+#  define hipEventDestroy cudaEventDestroy
+#  define hipEventRecord cudaEventRecord
+#  define hipEventSynchronize cudaEventSynchronize
+#  define hipEventElapsedTime cudaEventElapsedTime
 #  define hipDeviceSynchronize cudaDeviceSynchronize
 #  define hipGetLastError cudaGetLastError
+#  define hipPeekAtLastError cudaPeekAtLastError
 #  define hipGetErrorString cudaGetErrorString
 #  define hipRuntimeGetVersion cudaRuntimeGetVersion
+#  define hipDeviceAttributeIntegrated cudaDevAttrIntegrated
+#  define hipDeviceGetAttribute cudaDeviceGetAttribute
+#  define hipGraph_t cudaGraph_t
+#  define hipGraphExec_t cudaGraphExec_t
+#  define hipStreamBeginCapture cudaStreamBeginCapture
+#  define hipStreamEndCapture cudaStreamEndCapture
+#  define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
+#  define hipGraphInstantiate(exec, graph, flags) cudaGraphInstantiate(exec, graph, flags)
+#  define hipGraphLaunch cudaGraphLaunch
+#  define hipGraphExecDestroy cudaGraphExecDestroy
+#  define hipGraphDestroy cudaGraphDestroy
 #  define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
        kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+#  define __shfl_xor(var, mask, width) __shfl_xor_sync(0xffffffffu, (var), (mask), (width))
+#  define __shfl(var, lane, width) __shfl_sync(0xffffffffu, (var), (lane), (width))
+#  define __shfl_down(var, delta, width) __shfl_down_sync(0xffffffffu, (var), (delta), (width))
 #endif
 
 #endif /* DS4RT_HIP_COMPAT_H */

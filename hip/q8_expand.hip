@@ -21,9 +21,7 @@ __global__ void q8_0_to_f16_kernel(const uint8_t *__restrict__ blocks, size_t n_
     size_t b = i / Q8_0_BLOCK;
     if (b >= n_blocks) return;
     const uint8_t *blk = blocks + b * Q8_0_BYTES;
-    __half_raw raw;
-    raw.x = (unsigned short)(blk[0] | (blk[1] << 8));
-    float d = __half2float(__half(raw));
+    float d = __half2float(__ushort_as_half((unsigned short)(blk[0] | (blk[1] << 8))));
     int8_t q = (int8_t)blk[2 + (i % Q8_0_BLOCK)];
     out[i] = __float2half_rn(d * (float)q);
 }
