@@ -1,0 +1,61 @@
+/*
+ * gk.h - the C interface of the GPU kernels ("gk" = GPU kernel). The C core never includes a
+ * HIP or CUDA header: it calls the extern "C" launchers declared in the hip/ headers, which enqueue work
+ * on a stream and return a status. This header holds what every launcher shares.
+ *
+ * Conventions (docs/GPU.md):
+ *   - A launcher returns 0 on success, or a nonzero ds4rt_gk_status; ds4rt_gk_last_error()
+ *     gives a message naming the launcher and the runtime's error (thread-local).
+ *   - Pointers named d_* are device addresses (from ds4rt_gk_malloc); h_* are host addresses.
+ *   - `stream` is an opaque runtime stream (hipStream_t / cudaStream_t); NULL is the default
+ *     stream. Launchers only enqueue: nothing waits unless the name says so (…_sync).
+ *   - Launchers never allocate: scratch they need is passed in (sizes given by a matching
+ *     ..._scratch_bytes() function), so a pass can be captured as a graph and replayed.
+ *   - Dynamic per-pass values (position, token ids, counts) are read from device memory by the
+ *     kernels, never passed by value, for the same reason.
+ */
+#ifndef DS4RT_GK_H
+#define DS4RT_GK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ds4rt_gk_status {
+    DS4RT_GK_OK = 0,
+    DS4RT_GK_ERR_ARGUMENT = 1,   /* a shape or pointer the launcher cannot take */
+    DS4RT_GK_ERR_UNSUPPORTED = 2, /* e.g. a weight type without a kernel */
+    DS4RT_GK_ERR_OUT_OF_MEMORY = 3,
+    DS4RT_GK_ERR_RUNTIME = 4,    /* any other error of the HIP/CUDA runtime */
+    DS4RT_GK_ERR_NO_DEVICE = 5
+} ds4rt_gk_status;
+
+/* Message of the calling thread's last failing launcher ("" if none). */
+const char *ds4rt_gk_last_error(void);
+
+/* Devices. */
+int ds4rt_gk_device_count(int *count);
+int ds4rt_gk_set_device(int device);
+/* "name (cc X.Y, N SMs, M GiB)"; *integrated: nonzero for a unified-memory (APU) device. */
+int ds4rt_gk_device_info(int device, char *name, size_t name_len, int *integrated,
+                         uint64_t *total_bytes, uint64_t *free_bytes, int *n_sm);
+
+/* Memory and streams. ds4rt_gk_malloc reports DS4RT_GK_ERR_OUT_OF_MEMORY on exhaustion. */
+int ds4rt_gk_malloc(void **d_ptr, size_t bytes);
+void ds4rt_gk_free(void *d_ptr);
+int ds4rt_gk_memcpy_h2d(void *d_dst, const void *h_src, size_t bytes, void *stream);
+int ds4rt_gk_memcpy_d2h(void *h_dst, const void *d_src, size_t bytes, void *stream);
+int ds4rt_gk_memcpy_d2d(void *d_dst, const void *d_src, size_t bytes, void *stream);
+int ds4rt_gk_memset(void *d_dst, int value, size_t bytes, void *stream);
+int ds4rt_gk_stream_create(void **stream);
+void ds4rt_gk_stream_destroy(void *stream);
+int ds4rt_gk_stream_sync(void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DS4RT_GK_H */

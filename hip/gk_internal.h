@@ -1,0 +1,46 @@
+/*
+ * gk_internal.h - what the hip/ sources share and the C core never sees: the portability
+ * header, error reporting into ds4rt_gk_last_error(), and small device helpers.
+ */
+#ifndef DS4RT_GK_INTERNAL_H
+#define DS4RT_GK_INTERNAL_H
+
+#include <stdint.h>
+
+#include "gk.h"
+#include "hip_compat.h"
+
+/* Formats the thread's last launcher error and returns `status`. */
+int ds4rt_gk_fail(int status, const char *fmt, ...);
+/* DS4RT_GK_OK for hipSuccess, else records "what: <runtime message>" and returns the status. */
+int ds4rt_gk_check(hipError_t e, const char *what);
+
+/* After hipLaunchKernelGGL: turns a launch error into a status naming the kernel. */
+#define DS4RT_GK_LAUNCHED(name) ds4rt_gk_check(hipGetLastError(), "launch " name)
+
+/* IEEE half bits -> float, exactly, on every platform. */
+__device__ __forceinline__ float ds4rt_gk_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+/* bf16 bits -> float (exact: bf16 is the top half of an f32). */
+__device__ __forceinline__ float ds4rt_gk_bf2f(uint16_t b) {
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    v.u = (uint32_t)b << 16;
+    return v.f;
+}
+
+/* Sum over the lanes of a warp (DS4RT_WARP lanes, all active); every lane gets the result.
+ * The butterfly order is fixed, so the result does not depend on anything but the inputs. */
+__device__ __forceinline__ float ds4rt_gk_warp_sum(float v) {
+    for (int o = DS4RT_WARP / 2; o > 0; o >>= 1) v += __shfl_xor(v, o, DS4RT_WARP);
+    return v;
+}
+
+__device__ __forceinline__ float ds4rt_gk_warp_max(float v) {
+    for (int o = DS4RT_WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor(v, o, DS4RT_WARP));
+    return v;
+}
+
+#endif /* DS4RT_GK_INTERNAL_H */

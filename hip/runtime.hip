@@ -1,0 +1,118 @@
+/*
+ * runtime.hip - devices, memory, copies and streams for the C core (hip/gk.h), and the
+ * thread-local message of the last failing launcher that every hip/ file reports through
+ * gk_internal.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "gk_internal.h"
+
+static thread_local char gk_error[512];
+
+extern "C" const char *ds4rt_gk_last_error(void) { return gk_error; }
+
+int ds4rt_gk_fail(int status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(gk_error, sizeof gk_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int ds4rt_gk_check(hipError_t e, const char *what) {
+    if (e == hipSuccess) return DS4RT_GK_OK;
+    int status = e == hipErrorOutOfMemory ? DS4RT_GK_ERR_OUT_OF_MEMORY : DS4RT_GK_ERR_RUNTIME;
+    return ds4rt_gk_fail(status, "%s: %s", what, hipGetErrorString(e));
+}
+
+extern "C" int ds4rt_gk_device_count(int *count) {
+    *count = 0;
+    hipError_t e = hipGetDeviceCount(count);
+    if (e != hipSuccess) {
+        *count = 0;
+        return ds4rt_gk_check(e, "device count");
+    }
+    return DS4RT_GK_OK;
+}
+
+extern "C" int ds4rt_gk_set_device(int device) { return ds4rt_gk_check(hipSetDevice(device), "set device"); }
+
+extern "C" int ds4rt_gk_device_info(int device, char *name, size_t name_len, int *integrated,
+                                    uint64_t *total_bytes, uint64_t *free_bytes, int *n_sm) {
+    hipDeviceProp_t p;
+    int st = ds4rt_gk_check(hipGetDeviceProperties(&p, device), "device properties");
+    if (st != DS4RT_GK_OK) return st;
+    if (name != NULL && name_len > 0)
+        snprintf(name, name_len, "%s (cc %d.%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
+                 p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    if (integrated != NULL) *integrated = p.integrated;
+    if (total_bytes != NULL) *total_bytes = (uint64_t)p.totalGlobalMem;
+    if (n_sm != NULL) *n_sm = p.multiProcessorCount;
+    if (free_bytes != NULL) {
+        size_t f = 0, t = 0;
+        int cur = 0;
+        if ((st = ds4rt_gk_check(hipGetDevice(&cur), "get device")) != DS4RT_GK_OK) return st;
+        if ((st = ds4rt_gk_check(hipSetDevice(device), "set device")) != DS4RT_GK_OK) return st;
+        st = ds4rt_gk_check(hipMemGetInfo(&f, &t), "memory info");
+        (void)hipSetDevice(cur);
+        if (st != DS4RT_GK_OK) return st;
+        *free_bytes = (uint64_t)f;
+    }
+    return DS4RT_GK_OK;
+}
+
+extern "C" int ds4rt_gk_malloc(void **d_ptr, size_t bytes) {
+    *d_ptr = NULL;
+    if (bytes == 0) return DS4RT_GK_OK;
+    hipError_t e = hipMalloc(d_ptr, bytes);
+    if (e != hipSuccess) {
+        *d_ptr = NULL;
+        (void)hipGetLastError(); /* an allocation failure must not poison later launches */
+        return ds4rt_gk_fail(e == hipErrorOutOfMemory ? DS4RT_GK_ERR_OUT_OF_MEMORY : DS4RT_GK_ERR_RUNTIME,
+                             "device allocation of %zu bytes: %s", bytes, hipGetErrorString(e));
+    }
+    return DS4RT_GK_OK;
+}
+
+extern "C" void ds4rt_gk_free(void *d_ptr) {
+    if (d_ptr != NULL) (void)hipFree(d_ptr);
+}
+
+extern "C" int ds4rt_gk_memcpy_h2d(void *d_dst, const void *h_src, size_t bytes, void *stream) {
+    if (bytes == 0) return DS4RT_GK_OK;
+    return ds4rt_gk_check(hipMemcpyAsync(d_dst, h_src, bytes, hipMemcpyHostToDevice, (hipStream_t)stream),
+                          "copy to device");
+}
+
+extern "C" int ds4rt_gk_memcpy_d2h(void *h_dst, const void *d_src, size_t bytes, void *stream) {
+    if (bytes == 0) return DS4RT_GK_OK;
+    return ds4rt_gk_check(hipMemcpyAsync(h_dst, d_src, bytes, hipMemcpyDeviceToHost, (hipStream_t)stream),
+                          "copy to host");
+}
+
+extern "C" int ds4rt_gk_memcpy_d2d(void *d_dst, const void *d_src, size_t bytes, void *stream) {
+    if (bytes == 0) return DS4RT_GK_OK;
+    return ds4rt_gk_check(hipMemcpyAsync(d_dst, d_src, bytes, hipMemcpyDeviceToDevice, (hipStream_t)stream),
+                          "device copy");
+}
+
+extern "C" int ds4rt_gk_memset(void *d_dst, int value, size_t bytes, void *stream) {
+    if (bytes == 0) return DS4RT_GK_OK;
+    return ds4rt_gk_check(hipMemsetAsync(d_dst, value, bytes, (hipStream_t)stream), "device memset");
+}
+
+extern "C" int ds4rt_gk_stream_create(void **stream) {
+    hipStream_t s = NULL;
+    int st = ds4rt_gk_check(hipStreamCreateWithFlags(&s, hipStreamNonBlocking), "stream create");
+    *stream = st == DS4RT_GK_OK ? (void *)s : NULL;
+    return st;
+}
+
+extern "C" void ds4rt_gk_stream_destroy(void *stream) {
+    if (stream != NULL) (void)hipStreamDestroy((hipStream_t)stream);
+}
+
+extern "C" int ds4rt_gk_stream_sync(void *stream) {
+    return ds4rt_gk_check(hipStreamSynchronize((hipStream_t)stream), "stream synchronize");
+}
