@@ -329,7 +329,9 @@ typedef struct ds4rt_model_params {
     void *progress_user;
 } ds4rt_model_params;
 
-DS4RT_API ds4rt_model_params ds4rt_model_default_params(void);
+/* Fills *params with the defaults of a ds4rt_model_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_model_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_model_params_init(ds4rt_model_params *params, size_t size);
 
 /* Maps and validates a deepseek4 GGUF. Errors name the key or tensor at fault. */
 DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_params *params,
@@ -396,7 +398,9 @@ typedef struct ds4rt_session_params {
                                 speculative verify (default 32) */
 } ds4rt_session_params;
 
-DS4RT_API ds4rt_session_params ds4rt_session_default_params(void);
+/* Fills *params with the defaults of a ds4rt_session_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_session_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_session_params_init(ds4rt_session_params *params, size_t size);
 DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *model, const ds4rt_session_params *params,
                                             ds4rt_session **out);
 DS4RT_API void ds4rt_session_free(ds4rt_session *session);
@@ -469,7 +473,9 @@ typedef struct ds4rt_sampler_params {
 } ds4rt_sampler_params;
 
 
-DS4RT_API ds4rt_sampler_params ds4rt_sampler_default_params(void);
+/* Fills *params with the defaults of a ds4rt_sampler_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_sampler_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_sampler_params_init(ds4rt_sampler_params *params, size_t size);
 DS4RT_API ds4rt_status ds4rt_sampler_create(const ds4rt_sampler_params *params, uint32_t n_vocab,
                                             ds4rt_sampler **out);
 DS4RT_API void ds4rt_sampler_free(ds4rt_sampler *sampler);
@@ -493,7 +499,9 @@ typedef struct ds4rt_dspark_params {
                                 naming the stage, unless it produced a full draft */
 } ds4rt_dspark_params;
 
-DS4RT_API ds4rt_dspark_params ds4rt_dspark_default_params(void);
+/* Fills *params with the defaults of a ds4rt_dspark_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_dspark_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_dspark_params_init(ds4rt_dspark_params *params, size_t size);
 
 /* Loads a DSpark support model for `target`: ds4's layout (general.architecture
  * "deepseek4-dspark", stages mtp.N., metadata under deepseek4.dspark.<k>, deepseek4.dspark_<k>
@@ -506,6 +514,9 @@ DS4RT_API ds4rt_status ds4rt_dspark_load(const ds4rt_model *target, const char *
                                          const ds4rt_dspark_params *params, ds4rt_dspark **out);
 DS4RT_API void ds4rt_dspark_free(ds4rt_dspark *dspark);
 
+#define DS4RT_MAX_TARGET_LAYERS 8   /* ds4rt_dspark_info.target_layers */
+#define DS4RT_TENSOR_TYPES_LEN 160  /* ds4rt_dspark_info.tensor_types */
+
 typedef struct ds4rt_dspark_info {
     size_t size;             /* set by the caller to sizeof(ds4rt_dspark_info) */
     int32_t layout;          /* 0: ds4 support GGUF, 1: llama.cpp dflash draft */
@@ -515,8 +526,9 @@ typedef struct ds4rt_dspark_info {
     uint32_t noise_token;
     uint32_t window;
     uint32_t n_target_layers;
-    uint32_t target_layers[8]; /* 0-based target layers whose outputs are captured */
-    char tensor_types[160];  /* e.g. "main_proj=Q8_0 markov_w1=BF16 ..." */
+    uint32_t target_layers[DS4RT_MAX_TARGET_LAYERS]; /* 0-based target layers whose outputs are
+                                                        captured */
+    char tensor_types[DS4RT_TENSOR_TYPES_LEN]; /* e.g. "main_proj=Q8_0 markov_w1=BF16 ..." */
 } ds4rt_dspark_info;
 
 DS4RT_API ds4rt_status ds4rt_dspark_get_info(const ds4rt_dspark *dspark, ds4rt_dspark_info *out);
@@ -573,7 +585,9 @@ typedef struct ds4rt_scheduler_params {
     float propose_cost;      /* fixed model: cost of a proposal in decode units (0.3) */
 } ds4rt_scheduler_params;
 
-DS4RT_API ds4rt_scheduler_params ds4rt_scheduler_default_params(void);
+/* Fills *params with the defaults of a ds4rt_scheduler_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_scheduler_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_scheduler_params_init(ds4rt_scheduler_params *params, size_t size);
 
 /* Why a cycle verified no draft (indices of no_draft_by_reason). */
 typedef enum ds4rt_no_draft_reason {
@@ -663,7 +677,9 @@ typedef struct ds4rt_spec_params {
     void *stats_user;
 } ds4rt_spec_params;
 
-DS4RT_API ds4rt_spec_params ds4rt_spec_default_params(void);
+/* Fills *params with the defaults of a ds4rt_spec_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_spec_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_spec_params_init(ds4rt_spec_params *params, size_t size);
 
 /* Cumulative statistics of a session's speculative generations (zeros before any). */
 DS4RT_API ds4rt_status ds4rt_session_spec_stats(const ds4rt_session *session, ds4rt_spec_stats *out);
@@ -692,7 +708,9 @@ typedef struct ds4rt_generate_params {
                                       output is token for token the same either way */
 } ds4rt_generate_params;
 
-DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void);
+/* Fills *params with the defaults of a ds4rt_generate_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_generate_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_generate_params_init(ds4rt_generate_params *params, size_t size);
 
 /* Evaluates the prompt (appended to the context), then generates up to max_tokens tokens into
  * out[cap]; *n_out receives the count. Generation stops after an EOS (if stop_at_eos), when
@@ -750,8 +768,10 @@ typedef struct ds4rt_tokenizer_arrays {
     const int32_t *normalized_ids;  /* (tokenizer.json "normalized": true); 0/NULL: one pass */
 } ds4rt_tokenizer_arrays;
 
-/* Fills *arrays with an empty description (size set, ids -1, pointers NULL). */
-DS4RT_API void ds4rt_tokenizer_arrays_default(ds4rt_tokenizer_arrays *arrays);
+/* Fills *arrays (a struct of `size` bytes: pass sizeof *arrays) with an empty description
+ * (size set, ids -1, pointers NULL). ds4rt_tokenizer_arrays_default(&arrays) (header-inline)
+ * does the same. */
+DS4RT_API ds4rt_status ds4rt_tokenizer_arrays_init(ds4rt_tokenizer_arrays *arrays, size_t size);
 
 /* Builds a tokenizer from arrays. DS4RT_ERR_FORMAT names the first bad entry (a merge whose
  * parts or result are not tokens, a duplicate token, an id out of range); every byte must
@@ -894,7 +914,9 @@ typedef struct ds4rt_chat_options {
                                       plain text) */
 } ds4rt_chat_options;
 
-DS4RT_API void ds4rt_chat_options_default(ds4rt_chat_options *options);
+/* Fills *options (a struct of `size` bytes: pass sizeof *options) with the defaults.
+ * ds4rt_chat_options_default(&options) (header-inline) does the same. */
+DS4RT_API ds4rt_status ds4rt_chat_options_init(ds4rt_chat_options *options, size_t size);
 
 /* Renders messages to prompt text (UTF-8). options may be NULL (defaults). Two-call pattern. */
 DS4RT_API ds4rt_status ds4rt_chat_render(const ds4rt_chat_message *messages, size_t n_messages,
@@ -965,6 +987,65 @@ DS4RT_API ds4rt_status ds4rt_gpu_device_name(int device, char *buf, size_t len);
  * expansion cache; the result is bitwise what the CPU dequantiser rounded to F16 gives. */
 DS4RT_API ds4rt_status ds4rt_gpu_expand_q8_0_f16(const void *q8_blocks, size_t n_blocks,
                                                  uint16_t *f16_out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Default initialisers (header-inline)                                                         */
+/*                                                                                              */
+/* They pass this header's sizeof to the *_init() calls, so the library fills exactly the      */
+/* struct the caller has, whichever header it was built with. (ABI 1.0 exported these names as */
+/* library functions; the library still does, for 1.0 binaries, with the 1.0 layouts.)        */
+/* ------------------------------------------------------------------------------------------ */
+
+#if !defined(DS4RT_BUILDING) /* ds4rt:inline-defaults (binding generators: skip to #endif) */
+static inline ds4rt_model_params ds4rt_model_default_params(void) {
+    ds4rt_model_params p;
+    (void)ds4rt_model_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_session_params ds4rt_session_default_params(void) {
+    ds4rt_session_params p;
+    (void)ds4rt_session_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_sampler_params ds4rt_sampler_default_params(void) {
+    ds4rt_sampler_params p;
+    (void)ds4rt_sampler_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_dspark_params ds4rt_dspark_default_params(void) {
+    ds4rt_dspark_params p;
+    (void)ds4rt_dspark_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_scheduler_params ds4rt_scheduler_default_params(void) {
+    ds4rt_scheduler_params p;
+    (void)ds4rt_scheduler_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_spec_params ds4rt_spec_default_params(void) {
+    ds4rt_spec_params p;
+    (void)ds4rt_spec_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_generate_params ds4rt_generate_default_params(void) {
+    ds4rt_generate_params p;
+    (void)ds4rt_generate_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline void ds4rt_tokenizer_arrays_default(ds4rt_tokenizer_arrays *arrays) {
+    (void)ds4rt_tokenizer_arrays_init(arrays, sizeof *arrays);
+}
+static inline void ds4rt_chat_options_default(ds4rt_chat_options *options) {
+    (void)ds4rt_chat_options_init(options, sizeof *options);
+}
+#endif /* ds4rt:inline-defaults */
 
 #ifdef __cplusplus
 } /* extern "C" */

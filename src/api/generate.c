@@ -1,27 +1,41 @@
 /* generate.c - plain (non-speculative) generation: prompt, then sample / evaluate. */
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
 
-DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void) {
-    ds4rt_generate_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.max_tokens = 128;
-    p.stop_at_eos = 1;
-    p.sampler = ds4rt_sampler_default_params();
-    return p;
+static void generate_params_defaults(void *out) {
+    ds4rt_generate_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->max_tokens = 128;
+    p->stop_at_eos = 1;
+    (void)ds4rt_sampler_params_read(NULL, &p->sampler);
+}
+
+static const ds4rt_struct_desc GENERATE_PARAMS = {
+    .name = "ds4rt_generate_params",
+    .size = sizeof(ds4rt_generate_params),
+    .min_size = sizeof(ds4rt_generate_params_1_0),
+    .defaults = generate_params_defaults,
+};
+
+DS4RT_API ds4rt_status ds4rt_generate_params_init(ds4rt_generate_params *params, size_t size) {
+    return ds4rt_struct_init(&GENERATE_PARAMS, params, size);
 }
 
 DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *s, const int32_t *prompt, size_t n_prompt,
-                                      const ds4rt_generate_params *params, int32_t *out, size_t cap, size_t *n_out) {
-    if (s == NULL || params == NULL || n_out == NULL || (cap > 0 && out == NULL))
+                                      const ds4rt_generate_params *caller, int32_t *out, size_t cap, size_t *n_out) {
+    if (s == NULL || caller == NULL || n_out == NULL || (cap > 0 && out == NULL))
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "generate: NULL argument");
     *n_out = 0;
-    if (params->size < sizeof *params)
-        return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "generate: params.size %zu < %zu",
-                                                 params->size, sizeof *params));
+    ds4rt_generate_params gp;
+    ds4rt_status rst = ds4rt_struct_read(&GENERATE_PARAMS, caller, &gp);
+    if (rst == DS4RT_OK) rst = ds4rt_sampler_params_read(&caller->sampler, &gp.sampler);
+    if (rst != DS4RT_OK) return ds4rt_session_error(s, ds4rt_fail_context(rst, "generate"));
+    const ds4rt_generate_params *params = &gp;
     if (params->spec != NULL) {
         ds4rt_status sst = ds4rt_generate_speculative(s, prompt, n_prompt, params, out, cap, n_out);
         return ds4rt_session_error(s, sst);

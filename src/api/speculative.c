@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
 #include "sampling.h"
@@ -306,28 +308,45 @@ done:
     return DS4RT_OK;
 }
 
-DS4RT_API ds4rt_spec_params ds4rt_spec_default_params(void) {
-    ds4rt_spec_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.confidence_threshold = 0.5f;
-    p.scheduler = ds4rt_scheduler_default_params();
-    return p;
+static void spec_params_defaults(void *out) {
+    ds4rt_spec_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->confidence_threshold = 0.5f;
+    (void)ds4rt_scheduler_params_read(NULL, &p->scheduler);
+}
+
+static const ds4rt_struct_desc SPEC_PARAMS = {
+    .name = "ds4rt_spec_params",
+    .size = sizeof(ds4rt_spec_params),
+    .min_size = sizeof(ds4rt_spec_params_1_0),
+    .defaults = spec_params_defaults,
+};
+
+DS4RT_API ds4rt_status ds4rt_spec_params_init(ds4rt_spec_params *params, size_t size) {
+    return ds4rt_struct_init(&SPEC_PARAMS, params, size);
+}
+
+ds4rt_status ds4rt_spec_params_read(const ds4rt_spec_params *in, ds4rt_spec_params *out) {
+    ds4rt_status st = ds4rt_struct_read(&SPEC_PARAMS, in, out);
+    if (st == DS4RT_OK && in != NULL) st = ds4rt_scheduler_params_read(&in->scheduler, &out->scheduler);
+    return st;
 }
 
 ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt, size_t n_prompt,
                                         const ds4rt_generate_params *gp, int32_t *out, size_t cap, size_t *n_out) {
-    const ds4rt_spec_params *sp = gp->spec;
-    if (sp->size < sizeof *sp)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "spec params.size %zu < %zu", sp->size, sizeof *sp);
+    ds4rt_spec_params spec;
+    ds4rt_status rst = ds4rt_spec_params_read(gp->spec, &spec);
+    if (rst != DS4RT_OK) return rst;
+    const ds4rt_spec_params *sp = &spec;
     if (sp->dspark == NULL && sp->draft_fn == NULL)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "speculative generation needs a drafter: set spec.dspark or "
                                                       "spec.draft_fn");
     if (!(sp->confidence_threshold >= 0.0f && sp->confidence_threshold <= 1.0f))
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "confidence_threshold %g outside [0, 1]",
                           (double)sp->confidence_threshold);
-    if (sp->scheduler.size < sizeof sp->scheduler || (unsigned)sp->scheduler.mode > DS4RT_SCHEDULER_OFF)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "scheduler params: bad size or mode");
+    if ((unsigned)sp->scheduler.mode > DS4RT_SCHEDULER_OFF)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "scheduler params: unknown mode %d", (int)sp->scheduler.mode);
     spec_run r = {.s = s, .gp = gp, .sp = *sp, .d = sp->dspark, .st = &s->stats};
     r.V = s->model->target.hp.n_vocab;
     r.sample = gp->sampler.temperature > 0.0f;
