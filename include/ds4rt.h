@@ -10,13 +10,21 @@
  *     thread (thread-local; it stays valid until the next failing call on that thread). Handles
  *     also keep the message of their own last failure.
  *   - No call aborts the process on bad input (files, arguments, token ids, sizes).
- *   - Opaque handles; config structs begin with their own size and have *_default()
- *     initialisers, so fields can be appended without breaking callers.
- *   - Structs that the library fills only ever grow at their end.
- *   - Only symbols that begin with ds4rt_ are exported from libds4rt.
+ *   - Opaque handles.
+ *   - Struct versioning: a struct that may grow begins with `size_t size`, the sizeof the caller
+ *     was compiled with, and that size is its version. Set it with the struct's *_init(p, sizeof
+ *     *p) call (or the header-inline *_default_params(), which calls it); for an output struct,
+ *     set it yourself before the call. The library accepts a smaller (older) struct and gives
+ *     the fields it lacks their defaults; it accepts a larger (newer) one only if every byte it
+ *     does not know is zero, else it fails with DS4RT_ERR_UNSUPPORTED ("the library is older
+ *     than the header"); it fills an output up to the caller's size and no further. Fields are
+ *     only ever appended, and a field added later means "what older libraries did" when zero.
+ *     Structs without a size member are frozen: their layout never changes.
+ *   - Only symbols that begin with ds4rt_ are exported from libds4rt (soname libds4rt.so.1).
  *
  * Note for binding generators (cffi): declarations use the DS4RT_API macro only as a prefix;
- * strip it and the preprocessor lines before handing the text to a C parser without cpp.
+ * strip it and the preprocessor lines (keep the integer #defines) before handing the text to a
+ * C parser without cpp, and skip the block marked ds4rt:inline-defaults (function bodies).
  */
 #ifndef DS4RT_H
 #define DS4RT_H
@@ -40,6 +48,9 @@ extern "C" {
 
 /* Version of this header's ABI. Bumped only on incompatible changes; additions keep it. */
 #define DS4RT_API_VERSION 1
+/* Revision of the header within DS4RT_API_VERSION: 0 was the first (tests/abi/ds4rt_1_0.h),
+ * each revision only adds. Lets a host test at compile time for a field or call it uses. */
+#define DS4RT_ABI_MINOR 1
 
 /* ------------------------------------------------------------------------------------------ */
 /* Opaque handles                                                                               */
@@ -138,6 +149,7 @@ typedef enum ds4rt_qtype {
 
 /* Layout of one type: `block_elems` elements are stored in `block_bytes` bytes. `name` is the
  * ggml name ("Q8_0"). `compute` is nonzero if ds4rt can dequantise it and multiply with it. */
+/* Frozen layout (no size member; filled by the caller-allocated ds4rt_type_get_info). */
 typedef struct ds4rt_type_info {
     const char *name;
     uint32_t block_elems;
@@ -176,7 +188,7 @@ typedef enum ds4rt_gguf_type {
     DS4RT_GGUF_FLOAT64 = 12
 } ds4rt_gguf_type;
 
-/* A string inside the mapped file. */
+/* A string inside the mapped file. Frozen layout. */
 typedef struct ds4rt_str {
     const char *data;
     uint64_t len;
@@ -184,7 +196,10 @@ typedef struct ds4rt_str {
 
 /* One metadata key/value record. For scalars, `data` points at the little-endian value; for a
  * STRING, `str` holds it; for an ARRAY, `array_type` and `array_len` describe it and elements
- * are read with ds4rt_gguf_array_*(). */
+ * are read with ds4rt_gguf_array_*().
+ * Frozen layout: records are read in place (ds4rt_gguf_kv_at) and filled by the caller
+ * (ds4rt_gguf_array_sub), and every accessor reads the record back, so it can never grow; new
+ * facts about a record come as new accessor functions. */
 typedef struct ds4rt_gguf_kv {
     ds4rt_str key;
     ds4rt_gguf_type type;
@@ -202,12 +217,14 @@ typedef struct ds4rt_gguf_kv {
 
 #define DS4RT_MAX_DIMS 4
 
-/* One tensor record. `data` points at the tensor's bytes inside the mapping. */
+/* One tensor record. `data` points at the tensor's bytes inside the mapping. Handed out by
+ * pointer only, into the reader's own memory (never caller-allocated, never read back by the
+ * library), so it grows at its end: read only the fields your header has. */
 typedef struct ds4rt_gguf_tensor {
     ds4rt_str name;
     uint32_t type;               /* ggml type id (ds4rt_qtype) */
     uint32_t n_dims;
-    int64_t ne[4];               /* ne[0] contiguous; unused dims are 1 (4 = DS4RT_MAX_DIMS) */
+    int64_t ne[DS4RT_MAX_DIMS];  /* ne[0] contiguous; unused dims are 1 */
     uint64_t offset;             /* relative to the start of the data section */
     uint64_t nbytes;
     const void *data;
@@ -589,6 +606,13 @@ typedef struct ds4rt_scheduler_params {
  * params->size = size. ds4rt_scheduler_default_params() (header-inline) returns the same by value. */
 DS4RT_API ds4rt_status ds4rt_scheduler_params_init(ds4rt_scheduler_params *params, size_t size);
 
+/* Array sizes of ds4rt_spec_stats. They are part of the 1.x layout and never change; a larger
+ * capacity would come as new fields appended to the struct. */
+#define DS4RT_MAX_DRAFT 16             /* most drafts a cycle verifies (the largest block size) */
+#define DS4RT_DRAFT_HIST_LEN 17        /* histograms by draft length 0..DS4RT_MAX_DRAFT */
+#define DS4RT_NO_DRAFT_REASON_COUNT 9  /* entries of ds4rt_no_draft_reason */
+#define DS4RT_MAX_DRAFTER_STAGES 8     /* drafter stages timed in stage_ms */
+
 /* Why a cycle verified no draft (indices of no_draft_by_reason). */
 typedef enum ds4rt_no_draft_reason {
     DS4RT_NO_DRAFT_SCHEDULER = 0,     /* the scheduler chose not to draft */
@@ -643,13 +667,13 @@ typedef struct ds4rt_spec_stats {
     double target;                 /* passes that verified no draft (plain decodes) */
     double saved;                  /* accepted drafts x the running plain-decode time */
     double net_saved;              /* saved - propose - (verify - cycles x decode time) */
-    uint64_t draft_len_hist[17];   /* cycles by drafts verified (0..16) */
-    uint64_t accepted_len_hist[17]; /* cycles by drafts committed */
+    uint64_t draft_len_hist[DS4RT_DRAFT_HIST_LEN];    /* cycles by drafts verified */
+    uint64_t accepted_len_hist[DS4RT_DRAFT_HIST_LEN]; /* cycles by drafts committed */
     /* ds4rt additions */
-    uint64_t no_draft_by_reason[9]; /* indexed by ds4rt_no_draft_reason */
-    uint64_t proposed_at[16];       /* drafts verified at position i of a block */
-    uint64_t accepted_at[16];       /* ... and committed */
-    double stage_ms[8];             /* drafter stage timers */
+    uint64_t no_draft_by_reason[DS4RT_NO_DRAFT_REASON_COUNT]; /* by ds4rt_no_draft_reason */
+    uint64_t proposed_at[DS4RT_MAX_DRAFT]; /* drafts verified at position i of a block */
+    uint64_t accepted_at[DS4RT_MAX_DRAFT]; /* ... and committed */
+    double stage_ms[DS4RT_MAX_DRAFTER_STAGES]; /* drafter stage timers */
     uint64_t confidence_cuts;       /* drafts shortened by the threshold (any position) */
     uint64_t scheduler_trims;       /* drafts shortened by the scheduler after proposing */
     uint64_t probes;                /* adaptive: proposals made to re-measure while skipping */
@@ -672,7 +696,9 @@ typedef struct ds4rt_spec_params {
     float confidence_threshold; /* DSpark: the draft ends at the first position whose
                                    confidence sigma(c_i) is below it (per position, not the
                                    cumulative product); 0 disables pruning. Default 0.5. */
-    ds4rt_scheduler_params scheduler;
+    const ds4rt_scheduler_params *scheduler; /* NULL (default): ds4rt_scheduler_default_params().
+                                   A pointer since ABI 1.1, so both structs can grow (1.0
+                                   embedded it by value; the library still reads that layout) */
     ds4rt_stats_fn on_stats;
     void *stats_user;
 } ds4rt_spec_params;
@@ -701,7 +727,9 @@ typedef struct ds4rt_generate_params {
     size_t size;             /* sizeof(ds4rt_generate_params) */
     int32_t max_tokens;      /* default 128 */
     int32_t stop_at_eos;     /* nonzero (default): stop after the model's EOS token */
-    ds4rt_sampler_params sampler;
+    const ds4rt_sampler_params *sampler; /* NULL (default): greedy, ds4rt_sampler_default_params().
+                                A pointer since ABI 1.1, so both structs can grow (1.0 embedded
+                                it by value; the library still reads that layout) */
     ds4rt_token_fn on_token; /* optional */
     void *user;
     const ds4rt_spec_params *spec; /* speculative decoding, or NULL for plain decoding; greedy
@@ -894,6 +922,7 @@ typedef enum ds4rt_think_mode {
                              BOS; DeepSeek recommends it only with a context >= 393216 */
 } ds4rt_think_mode;
 
+/* Frozen layout: passed as an array, whose stride cannot carry a version. */
 typedef struct ds4rt_chat_message {
     int32_t role;          /* ds4rt_chat_role */
     const char *content;   /* UTF-8, content_len bytes (NULL if 0) */

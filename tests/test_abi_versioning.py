@@ -188,9 +188,11 @@ def test_reader_applies_the_rule(env, name, call):
     size = new.sizeof(name)
     assert call(env, made(name, size)) == lib.DS4RT_OK, A.last_error()
     assert call(env, made(name, old.sizeof(name))) == lib.DS4RT_OK, A.last_error()
-    newer = made(name, size + 24)
+    # (+40: +24 would give 72 bytes of generate params, the size that identifies their 1.0
+    # layout; no later layout may take it, see src/api/generate.c)
+    newer = made(name, size + 40)
     assert call(env, newer) == lib.DS4RT_OK, A.last_error()  # zeros beyond: accepted
-    newer = made(name, size + 24)
+    newer = made(name, size + 40)
     newer.buf[size + 17] = 1
     assert call(env, newer) == lib.DS4RT_ERR_UNSUPPORTED
     msg = A.last_error()
@@ -261,3 +263,78 @@ def test_output_is_filled_up_to_the_callers_size(env, name, fill):
     unset = A.Raw(name, size, fill=0)
     assert fill(env, unset) == lib.DS4RT_ERR_INVALID_ARGUMENT
     assert "set it to sizeof the struct" in A.last_error()
+
+
+# ---- layouts that changed in place: 1.0 embedded sampler and scheduler parameters ------------
+
+
+def old_view(raw: A.Raw, name: str):
+    return old.cast(f"{name} *", int(new.cast("uintptr_t", raw.buf)))
+
+
+def test_1_0_initialisers_fill_the_embedded_structs():
+    g = init("ds4rt_generate_params", old.sizeof("ds4rt_generate_params"))
+    v = old_view(g, "ds4rt_generate_params")
+    assert v.max_tokens == 128 and v.stop_at_eos == 1 and v.spec == old.NULL
+    assert v.sampler.size == old.sizeof("ds4rt_sampler_params") and v.sampler.top_p == 1.0
+    s = init("ds4rt_spec_params", old.sizeof("ds4rt_spec_params"))
+    v = old_view(s, "ds4rt_spec_params")
+    assert abs(v.confidence_threshold - 0.5) < 1e-7
+    assert v.scheduler.size == old.sizeof("ds4rt_scheduler_params")
+    assert v.scheduler.probe_max == 64 and v.scheduler.mode == lib.DS4RT_SCHEDULER_ADAPTIVE
+
+
+def _run(env, params) -> list[int]:
+    lib.ds4rt_session_reset(env["session"])
+    lib.ds4rt_session_reset_spec_stats(env["session"])
+    prompt = new.new("int32_t[]", [1, 2, 3, 4])
+    out = new.new("int32_t[]", 24)
+    n = new.new("size_t *")
+    st = lib.ds4rt_generate(env["session"], prompt, 4, params, out, 24, n)
+    assert st == lib.DS4RT_OK, A.last_error()
+    return list(out[0 : n[0]])
+
+
+def _stats(env):
+    raw = A.Raw("ds4rt_spec_stats", new.sizeof("ds4rt_spec_stats"))
+    raw.set_size(raw.size)
+    assert lib.ds4rt_session_spec_stats(env["session"], raw.ptr) == 0
+    return raw
+
+
+def test_1_0_generate_and_spec_layouts_are_translated(env):
+    """The same request in the 1.0 layout (structs embedded by value) and in today's (pointers)
+    gives the same tokens and the same statistics."""
+    # today's layout: sampled (temperature 1, seed 7), DSpark with the scheduler off
+    sampler = init("ds4rt_sampler_params", new.sizeof("ds4rt_sampler_params"))
+    sampler.ptr.temperature, sampler.ptr.seed = 1.0, 7
+    sched = init("ds4rt_scheduler_params", new.sizeof("ds4rt_scheduler_params"))
+    sched.ptr.mode = lib.DS4RT_SCHEDULER_OFF
+    spec = init("ds4rt_spec_params", new.sizeof("ds4rt_spec_params"))
+    spec.ptr.dspark, spec.ptr.scheduler = env["dspark"], sched.ptr
+    gen = _gen_params(max_tokens=20)
+    gen.ptr.sampler, gen.ptr.spec = sampler.ptr, spec.ptr
+    want = _run(env, gen.ptr)
+    want_raw = _stats(env)
+    want_stats = want_raw.ptr
+    assert want_stats.cycles > 0
+    off = want_stats.no_draft_by_reason[lib.DS4RT_NO_DRAFT_SCHEDULER_OFF]
+    assert want_stats.no_draft == want_stats.cycles and off >= want_stats.cycles - 1  # - the tail
+    # the 1.0 layout of both
+    spec10 = init("ds4rt_spec_params", old.sizeof("ds4rt_spec_params"))
+    v = old_view(spec10, "ds4rt_spec_params")
+    v.dspark = old.cast("ds4rt_dspark *", int(new.cast("uintptr_t", env["dspark"])))
+    v.scheduler.mode = lib.DS4RT_SCHEDULER_OFF
+    gen10 = init("ds4rt_generate_params", old.sizeof("ds4rt_generate_params"))
+    v = old_view(gen10, "ds4rt_generate_params")
+    v.max_tokens, v.sampler.temperature, v.sampler.seed = 20, 1.0, 7
+    v.spec = old.cast("ds4rt_spec_params *", int(new.cast("uintptr_t", spec10.buf)))
+    got = _run(env, gen10.ptr)
+    assert got == want
+    got_raw = _stats(env)
+    got_stats = got_raw.ptr
+    assert got_stats.cycles == want_stats.cycles and got_stats.tokens == want_stats.tokens
+    assert got_stats.no_draft_by_reason[lib.DS4RT_NO_DRAFT_SCHEDULER_OFF] == off
+    # and a different seed in the 1.0 layout is read: other tokens
+    v.sampler.seed = 8
+    assert _run(env, gen10.ptr) != want

@@ -38,7 +38,9 @@ struct ds4rt_model {
  * the defaults. */
 ds4rt_status ds4rt_sampler_params_read(const ds4rt_sampler_params *in, ds4rt_sampler_params *out);
 ds4rt_status ds4rt_scheduler_params_read(const ds4rt_scheduler_params *in, ds4rt_scheduler_params *out);
-ds4rt_status ds4rt_spec_params_read(const ds4rt_spec_params *in, ds4rt_spec_params *out);
+/* out->scheduler then points at *scheduler, the scheduler parameters read under the rule. */
+ds4rt_status ds4rt_spec_params_read(const ds4rt_spec_params *in, ds4rt_spec_params *out,
+                                    ds4rt_scheduler_params *scheduler);
 
 /* Zeros speculative statistics and sets their size member (an abi.h defaults function). */
 void ds4rt_spec_stats_clear(void *stats);

@@ -66,6 +66,7 @@ static void list(sbuf *b, const uint64_t *v, size_t n) {
 
 static const char *const REASONS[] = {"scheduler", "tail", "confidence", "not_ready", "op_unavailable",
                                       "no_room", "error", "scheduler_off", "empty"};
+_Static_assert(DS4RT_ARRAY_LEN(REASONS) == DS4RT_NO_DRAFT_REASON_COUNT, "one name per ds4rt_no_draft_reason");
 
 #define U(name) (unsigned long long)st->name
 #define C(name) put(&b, json ? "\"" #name "\":%llu," : " " #name "=%llu", U(name))
@@ -123,31 +124,31 @@ DS4RT_API ds4rt_status ds4rt_spec_stats_format(const ds4rt_spec_stats *caller, i
     T(net_saved);
     if (json) {
         put(&b, "\"draft_len_hist\":");
-        list(&b, st->draft_len_hist, 17);
+        list(&b, st->draft_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, ",\"accepted_len_hist\":");
-        list(&b, st->accepted_len_hist, 17);
+        list(&b, st->accepted_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, ",\"no_draft_by_reason\":{");
         for (size_t i = 0; i < DS4RT_ARRAY_LEN(REASONS); i++)
             put(&b, "%s\"%s\":%llu", i ? "," : "", REASONS[i], (unsigned long long)st->no_draft_by_reason[i]);
         put(&b, "},\"proposed_at\":");
-        list(&b, st->proposed_at, 16);
+        list(&b, st->proposed_at, DS4RT_MAX_DRAFT);
         put(&b, ",\"accepted_at\":");
-        list(&b, st->accepted_at, 16);
+        list(&b, st->accepted_at, DS4RT_MAX_DRAFT);
         put(&b, ",\"stage_ms\":[");
-        for (int i = 0; i < 8; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
+        for (int i = 0; i < DS4RT_MAX_DRAFTER_STAGES; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
         put(&b, "],");
     } else {
         put(&b, " draft_len_hist=");
-        hist(&b, st->draft_len_hist, 17);
+        hist(&b, st->draft_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, " accepted_len_hist=");
-        hist(&b, st->accepted_len_hist, 17);
+        hist(&b, st->accepted_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, " no_draft_reasons=");
         for (size_t i = 0; i < DS4RT_ARRAY_LEN(REASONS); i++)
             put(&b, "%s%s:%llu", i ? "," : "", REASONS[i], (unsigned long long)st->no_draft_by_reason[i]);
         put(&b, " accepted_at=");
-        hist(&b, st->accepted_at, 16);
+        hist(&b, st->accepted_at, DS4RT_MAX_DRAFT);
         put(&b, " stage_ms=");
-        for (int i = 0; i < 8; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
+        for (int i = 0; i < DS4RT_MAX_DRAFTER_STAGES; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
     }
     C(confidence_cuts);
     C(scheduler_trims);
