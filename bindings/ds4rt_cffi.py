@@ -49,7 +49,7 @@ def load(header_path: str | None = None, library_path: str | None = None):
     import ds4rt
 
     header_path = header_path or os.path.join(ds4rt.get_include(), "ds4rt.h")
-    library_path = library_path or os.path.join(ds4rt.get_library_dir(), "libds4rt.so")
+    library_path = library_path or os.path.join(ds4rt.get_library_dir(), "libds4rt.so.1")
     ffi.cdef(header_declarations(header_path))
     return ffi.dlopen(library_path)
 
