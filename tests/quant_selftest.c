@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "ds4rt_testing.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "qtypes.h"

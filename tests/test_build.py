@@ -107,3 +107,30 @@ def test_gpu_q8_0_expansion_matches_cpu_rounding():
     want = (d.astype(np.float32)[:, None] * q.astype(np.float32)).astype(np.float16).ravel()
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
     assert _core.gpu_device_name(0).strip()
+
+
+TEST_HOOKS = [
+    "ds4rt_dequantize",
+    "ds4rt_matmul_host",
+    "ds4rt_quantize_activation",
+    "ds4rt_cpu_isa",
+    "ds4rt_cpu_isa_supported",
+    "ds4rt_cpu_isa_set",
+    "ds4rt_gpu_expand_q8_0_f16",
+]
+
+
+def test_public_header_carries_no_test_hooks(repo_root):
+    """Single CPU ops, the kernel path choice and single GPU kernels are declared in the
+    internal src/ds4rt_testing.h, not in the installed header; the library still exports them
+    (for ds4rt.ops, the tests, and 1.0 binaries)."""
+    import re
+
+    public = open(os.path.join(ds4rt.get_include(), "ds4rt.h"), encoding="utf-8").read()
+    testing = open(os.path.join(repo_root, "src", "ds4rt_testing.h"), encoding="utf-8").read()
+    exported = set(exported_symbols(LIB))
+    for name in TEST_HOOKS:
+        assert not re.search(rf"\b{name}\s*\(", public), name
+        assert re.search(rf"DS4RT_API [^;]*\b{name}\s*\(", testing), name
+        assert name in exported
+    assert not os.path.exists(os.path.join(ds4rt.get_include(), "ds4rt_testing.h"))
