@@ -6,7 +6,7 @@
     convert_dspark.py to-ds4 DRAFT.gguf -o SUPPORT.gguf [--spelling bare|dotted|underscore]
         [--window 128]
 
-Formats (/work/shared/docs/docs/DSPARK.md, formats and §6, docs/ORACLES.md):
+Formats (docs/DSPARK.md, formats):
 
 * ds4 support (`general.architecture = deepseek4-dspark`): stages `mtp.<s>.*`, metadata
   `dspark.{block_size, markov_rank, noise_token_id, target_layer_ids}` in one of three
