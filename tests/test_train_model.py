@@ -43,8 +43,9 @@ def _torch_model(weights, simulate_quant=True, dtype=torch.float64):
     return m
 
 
-@pytest.mark.parametrize("simulate_quant", [True, False])
-def test_logits_and_captures_equal_the_reference(weights, simulate_quant):
+@pytest.mark.parametrize(("simulate_quant", "dense"), [(True, False), (False, False), (True, True)])
+def test_logits_and_captures_equal_the_reference(weights, simulate_quant, dense, monkeypatch):
+    monkeypatch.setattr(TM, "DENSE_EXPERTS", dense)
     toks = _tokens(N_TOK)
     ref = R.Model(HP, weights, simulate_quant=simulate_quant)
     want, caps = [], []

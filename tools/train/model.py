@@ -33,6 +33,9 @@ import torch.nn.functional as F
 from numerics import fp4_st, fp8_st, hadamard_matrix
 
 ROUTER_FLOOR = 6.103515625e-5  # dsv4-architecture.md §6.1 guard on the routing weight sum
+# Routed experts evaluated densely (all experts, zero weight where not selected) instead of by
+# gathering each expert's tokens; None = dense on CUDA. Same values either way.
+DENSE_EXPERTS: bool | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,17 +120,39 @@ class Shape:
         if len(set(hp.swiglu_clamp) | set(hp.swiglu_clamp_shexp)) != 1:
             raise ValueError("one SwiGLU clamp for every layer and the shared expert expected")
         return cls(
-            L=hp.n_layer, D=hp.n_embd, V=hp.n_vocab, H=hp.n_head, d_h=hp.head_dim,
-            r_rot=hp.n_rot, Rq=hp.q_lora_rank, G=hp.o_groups, Ro=hp.o_lora_rank,
-            E=hp.n_expert, k=hp.n_expert_used, F=hp.ffn_dim, n_shared=hp.n_shared,
-            n_hash=hp.n_hash, W=hp.window, Hi=hp.idx_heads, d_i=hp.idx_dim, K_i=hp.idx_topk,
-            ratios=hp.compress_ratios[: hp.n_layer], N=hp.hc_count, T_sk=hp.sinkhorn_iters,
-            rope_base=hp.rope_base, compress_rope_base=hp.compress_rope_base,
-            yarn_factor=hp.yarn_factor, yarn_beta_fast=hp.yarn_beta_fast,
-            yarn_beta_slow=hp.yarn_beta_slow, yarn_orig_ctx=hp.yarn_orig_ctx,
-            rms_eps=hp.rms_eps, hc_eps=hp.hc_eps, expert_scale=hp.expert_weights_scale,
-            clamp=hp.swiglu_clamp[0], **drafter,
-        )  # fmt: skip
+            L=hp.n_layer,
+            D=hp.n_embd,
+            V=hp.n_vocab,
+            H=hp.n_head,
+            d_h=hp.head_dim,
+            r_rot=hp.n_rot,
+            Rq=hp.q_lora_rank,
+            G=hp.o_groups,
+            Ro=hp.o_lora_rank,
+            E=hp.n_expert,
+            k=hp.n_expert_used,
+            F=hp.ffn_dim,
+            n_shared=hp.n_shared,
+            n_hash=hp.n_hash,
+            W=hp.window,
+            Hi=hp.idx_heads,
+            d_i=hp.idx_dim,
+            K_i=hp.idx_topk,
+            ratios=hp.compress_ratios[: hp.n_layer],
+            N=hp.hc_count,
+            T_sk=hp.sinkhorn_iters,
+            rope_base=hp.rope_base,
+            compress_rope_base=hp.compress_rope_base,
+            yarn_factor=hp.yarn_factor,
+            yarn_beta_fast=hp.yarn_beta_fast,
+            yarn_beta_slow=hp.yarn_beta_slow,
+            yarn_orig_ctx=hp.yarn_orig_ctx,
+            rms_eps=hp.rms_eps,
+            hc_eps=hp.hc_eps,
+            expert_scale=hp.expert_weights_scale,
+            clamp=hp.swiglu_clamp[0],
+            **drafter,
+        )
 
 
 def wname(name: str) -> str:
@@ -184,13 +209,15 @@ def target_shapes(sh: Shape) -> dict:
     s = {"token_embd.weight": (sh.V, sh.D)}
     for il in range(sh.L):
         s.update(block_shapes(sh, f"blk.{il}.", sh.ratios[il], il < sh.n_hash))
-    s.update({
-        "output_hc_fn.weight": (sh.N, sh.hc_dim),
-        "output_hc_scale.weight": (1,),
-        "output_hc_base.weight": (sh.N,),
-        "output_norm.weight": (sh.D,),
-        "output.weight": (sh.V, sh.D),
-    })  # fmt: skip
+    s.update(
+        {
+            "output_hc_fn.weight": (sh.N, sh.hc_dim),
+            "output_hc_scale.weight": (1,),
+            "output_hc_base.weight": (sh.N,),
+            "output_norm.weight": (sh.D,),
+            "output.weight": (sh.V, sh.D),
+        }
+    )
     return s
 
 
@@ -325,7 +352,9 @@ def attn_output(W, o, sh: Shape, lin, rope, pos):
     return lin(low.flatten(-2), W("attn_output_b.weight"))
 
 
-def moe(W, xn, tokens, sh: Shape, lin, hashed: bool, loads: dict | None = None, key=None):
+def moe(
+    W, xn, tokens, sh: Shape, lin, hashed: bool, loads: dict | None = None, key=None, mm_dtype=None
+):
     """Router (hash table or biased top-k of sqrt-softplus, ties to the lower index), routed
     SwiGLU experts with the weight applied before the down projection, shared expert (§6).
     `loads[key]` receives the tokens per expert of a learned-routing layer."""
@@ -344,23 +373,37 @@ def moe(W, xn, tokens, sh: Shape, lin, hashed: bool, loads: dict | None = None, 
     wsel = prob.gather(1, sel)
     wsel = (wsel / wsel.sum(-1, keepdim=True).clamp_min(ROUTER_FLOOR) * sh.expert_scale).to(x.dtype)
     wg, wu, wd = (W(f"ffn_{k}_exps.weight") for k in ("gate", "up", "down"))
-    out = torch.zeros_like(x)
-    for e in range(sh.E):
-        hit = sel == e
-        rows = hit.any(-1).nonzero(as_tuple=True)[0]
-        if rows.numel() == 0:
-            continue
-        we = (wsel * hit).sum(-1)[rows]
-        xe = x[rows]
-        h = swiglu(lin(xe, wg[e]), lin(xe, wu[e]), sh.clamp) * we[:, None]
-        out = out.index_add(0, rows, lin(h, wd[e]))
+    gate = torch.zeros(x.shape[0], sh.E, dtype=x.dtype, device=x.device).scatter_add(1, sel, wsel)
+    if DENSE_EXPERTS if DENSE_EXPERTS is not None else x.is_cuda:
+        # every expert on every token, weighted (0 where not selected): E/k times the expert
+        # arithmetic, but no data-dependent shapes, so nothing waits for the GPU
+        mm = mm_dtype or x.dtype
+        xm = x.to(mm)
+        g = torch.einsum("md,efd->emf", xm, wg.to(mm)).to(x.dtype)
+        u = torch.einsum("md,efd->emf", xm, wu.to(mm)).to(x.dtype)
+        h = swiglu(g, u, sh.clamp) * gate.t()[:, :, None]
+        out = torch.einsum("emf,edf->md", h.to(mm), wd.to(mm)).to(x.dtype)
+    else:
+        out = torch.zeros_like(x)
+        for e in range(sh.E):
+            rows = (sel == e).any(-1).nonzero(as_tuple=True)[0]
+            if rows.numel() == 0:
+                continue
+            xe = x[rows]
+            h = swiglu(lin(xe, wg[e]), lin(xe, wu[e]), sh.clamp) * gate[rows, e, None]
+            out = out.index_add(0, rows, lin(h, wd[e]))
     hs = swiglu(lin(x, W("ffn_gate_shexp.weight")), lin(x, W("ffn_up_shexp.weight")), sh.clamp)
     return (out + lin(hs, W("ffn_down_shexp.weight"))).view(shape)
 
 
 def hc_pre_w(W, X, which: str, sh: Shape):
-    return hc_pre(X, W(f"hc_{which}_fn.weight"), W(f"hc_{which}_scale.weight"),
-                  W(f"hc_{which}_base.weight"), sh)  # fmt: skip
+    return hc_pre(
+        X,
+        W(f"hc_{which}_fn.weight"),
+        W(f"hc_{which}_scale.weight"),
+        W(f"hc_{which}_base.weight"),
+        sh,
+    )
 
 
 def fp8_nope(x, sh: Shape, on: bool):
@@ -377,8 +420,16 @@ class Target(torch.nn.Module):
     gradients; off = llama.cpp numerics. `mm_dtype` is the dtype of the large matrix products
     (bfloat16 when training on a GPU; the parameters' dtype otherwise)."""
 
-    def __init__(self, sh: Shape, *, max_pos: int = 4096, dtype=torch.float32, device=None,
-                 simulate_quant: bool = True, mm_dtype=None):  # fmt: skip
+    def __init__(
+        self,
+        sh: Shape,
+        *,
+        max_pos: int = 4096,
+        dtype=torch.float32,
+        device=None,
+        simulate_quant: bool = True,
+        mm_dtype=None,
+    ):
         super().__init__()
         self.sh = sh
         self.simulate_quant = simulate_quant
@@ -509,13 +560,18 @@ class Target(torch.nn.Module):
         x, post, comb = hc_pre_w(W, X, "ffn", sh)
         xn = rms_norm(x, W("ffn_norm.weight"), sh.rms_eps)
         loads = aux.setdefault("loads", {}) if aux is not None else None
-        f = moe(W, xn, tokens, sh, self.lin, il < sh.n_hash, loads, il)
+        f = moe(W, xn, tokens, sh, self.lin, il < sh.n_hash, loads, il, self.mm_dtype)
         return hc_post(f, X, post, comb)
 
     def head_hidden(self, X):
         """The HC head collapse y (pre-norm) of a final HC state."""
-        return hc_head(X, self.w("output_hc_fn.weight"), self.w("output_hc_scale.weight"),
-                       self.w("output_hc_base.weight"), self.sh)  # fmt: skip
+        return hc_head(
+            X,
+            self.w("output_hc_fn.weight"),
+            self.w("output_hc_scale.weight"),
+            self.w("output_hc_base.weight"),
+            self.sh,
+        )
 
     def logits_of(self, y):
         yn = rms_norm(y, self.w("output_norm.weight"), self.sh.rms_eps)
@@ -527,7 +583,8 @@ class Target(torch.nn.Module):
         return e.unsqueeze(-2).expand(*e.shape[:-1], self.sh.N, e.shape[-1]).contiguous()
 
     def forward(self, tokens, *, capture_layers=(), aux=None, logits=True):
-        """tokens [B, T] at positions 0..T-1 -> logits [B, T, V] (float32).
+        """tokens [B, T] at positions 0..T-1 -> logits [B, T, V] (float32; [B, V] of the last
+        position with logits="last"; None with logits=False).
 
         capture_layers: returns also {layer: mean over the N streams of its output HC state}
         (DSpark's capture, docs/DSPARK.md). aux: a dict that collects the training-only terms
@@ -542,7 +599,10 @@ class Target(torch.nn.Module):
             X = self.layer(il, X, tokens, pos, aux)
             if il in capture_layers:
                 caps[il] = X.mean(-2)
-        out = self.logits_of(self.head_hidden(X)) if logits else None
+        if logits == "last":
+            out = self.logits_of(self.head_hidden(X[:, -1]))
+        else:
+            out = self.logits_of(self.head_hidden(X)) if logits else None
         return (out, caps) if capture_layers else out
 
 
@@ -579,7 +639,7 @@ def load_numpy(module, shapes: dict, weights: dict) -> None:
             t = getattr(module, wname(name))
             if a.size != t.numel():
                 raise ValueError(f"{name}: {a.shape} does not fit {tuple(shape)}")
-            t.copy_(torch.as_tensor(a.reshape(shape)).to(t.dtype))
+            t.copy_(torch.tensor(a.reshape(shape)).to(t.dtype))
 
 
 def numpy_weights(module, shapes: dict) -> dict:

@@ -10,6 +10,7 @@ training files, and writes to --out (an ignored folder; the GPU machine gets it 
     train.u16, val.u16     token streams (uint16): shuffled documents, each BOS ... EOS, the
                            raw files and the chat samples (BOS <｜User｜>sig<｜Assistant｜></think>
                            body EOS) of their split
+    drafter.u16            the first 3 M tokens of train.u16 (the drafter's prompt source)
     prompts.json           held-out prompts (chat-template function signatures and raw file
                            openings) for acceptance, speed and agreement checks
     tokenizer.json         the `tokenizers` document of the vocabulary
@@ -43,6 +44,7 @@ import corpus  # noqa: E402
 N_CHAT_PROMPTS = 48
 N_RAW_PROMPTS = 16
 RAW_PROMPT_TOKENS = 24
+DRAFTER_TOKENS = 3_000_000
 
 
 def fetch_docs(dest: Path) -> None:
@@ -130,6 +132,9 @@ def main(argv=None) -> int:
     val = stream(val_seqs, rng)
     train.tofile(out / "train.u16")
     val.tofile(out / "val.u16")
+    # the drafter's prompt source: a slice of the (shuffled) training stream, small enough to
+    # travel to the GPU machine together with the trained target
+    train[:DRAFTER_TOKENS].tofile(out / "drafter.u16")
 
     # held-out prompts: function signatures through the chat template, raw file openings
     prng = random.Random(args.seed + 1)
