@@ -50,9 +50,8 @@ def round_to_grid(x: torch.Tensor, values) -> torch.Tensor:
     grid, mids = _grid(values, x)
     a = x.abs()
     code = torch.bucketize(a, mids)  # number of midpoints strictly below a
-    tie = torch.zeros_like(a, dtype=torch.bool)
-    inside = code < len(mids)
-    tie[inside] = a[inside] == mids[code[inside]]
+    last = len(mids) - 1
+    tie = (a == mids[code.clamp(max=last)]) & (code <= last)  # exactly on the midpoint above
     code = code + (tie & (code % 2 == 1)).to(code.dtype)
     return torch.sign(x) * grid[code]
 
