@@ -6,8 +6,9 @@
 The prompt is rendered with DeepSeek V4's chat template (BOS, <｜User｜>PROMPT<｜Assistant｜>,
 then </think> or, with --think, <think>) unless --raw asks for BOS + the text as is. The output
 is streamed as text through the model's tokenizer. Greedy by default. Without -m the embedded
-default model (a tiny random-weight deepseek4 file shipped in the package, ds4rt/data/) is used,
-so the command runs on a fresh install; its output is meaningless text.
+default pair is used (a small deepseek4 model trained by ds4rt and its trained DSpark support
+model, ds4rt/data/, docs/MODELS.md), with DSpark on unless --no-dspark; with -m, DSpark needs
+--dspark and --support.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .model import NUMERICS, Model
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("generation")
-    g.add_argument("-m", "--model", help="target GGUF (default: the embedded tiny model)")
+    g.add_argument("-m", "--model", help="target GGUF (default: the embedded trained model)")
     g.add_argument("-p", "--prompt", help="prompt text")
     g.add_argument("--ids", help="prompt as comma-separated token ids instead of text")
     g.add_argument("--raw", action="store_true", help="no chat template: BOS + the prompt text")
@@ -50,10 +51,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument(
         "--support",
         help="DSpark support GGUF (ds4 or llama.cpp dflash layout); "
-        "default with --dspark and no -m: the embedded one",
+        "default without -m: the embedded one",
     )
     d.add_argument(
-        "--dspark", action="store_true", help="decode speculatively with the support model"
+        "--dspark",
+        action="store_true",
+        help="decode speculatively with the support model (the default without -m)",
+    )
+    d.add_argument(
+        "--no-dspark", action="store_true", help="plain decoding, also for the embedded pair"
     )
     d.add_argument(
         "--confidence",
@@ -97,13 +103,13 @@ def run(args: argparse.Namespace) -> int:
         model = Model(path, numerics=args.numerics, n_threads=args.threads)
         prompt = _prompt_ids(args, model)
         dspark = None
-        if args.dspark:
+        if data.dspark_default(args.model, args.dspark, args.no_dspark):
             support = args.support or (None if args.model else data.default_support())
             if support is None:
                 print("ds4-cli: error: --dspark needs --support with -m", file=sys.stderr)
                 return 2
             dspark = DSpark(model, support)
-        elif args.support:
+        elif args.support and not args.no_dspark:
             print(
                 "ds4-cli: note: --support given without --dspark: decoding without speculation",
                 file=sys.stderr,

@@ -1,4 +1,5 @@
-"""ds4-cli generation mode and the embedded default model."""
+"""ds4-cli generation mode on the embedded default pair (whatever its weights: these tests need
+only a working deepseek4 model with a tokenizer and a DSpark support model for it)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,6 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "ds4rt.cli", *args], capture_output=True, text=True, cwd=cwd
     )
-
-
-def test_embedded_default_model_is_the_generator_output(tmp_path_factory):
-    r = tiny(tmp_path_factory, "float", seed=0)
-    assert open(data.default_target(), "rb").read() == open(r.target, "rb").read()
-    assert open(data.default_support(), "rb").read() == open(r.support, "rb").read()
 
 
 def test_greedy_generation_on_the_default_model_matches_the_api(capsys):
@@ -104,3 +99,18 @@ def test_dspark_flags_print_the_stats_line(capsys):
     assert cli.main(["-p", "Hi", "-n", "4", "--dspark", "--stats-json", "--json"]) == 0
     err = capsys.readouterr().err
     assert json.loads(err.splitlines()[0])["tokens"] == 4
+
+
+def test_dspark_is_on_by_default_for_the_embedded_pair_only(capsys, tmp_path_factory):
+    assert cli.main(["-p", "Hi", "-n", "6", "--stats"]) == 0
+    err = capsys.readouterr().err
+    assert any(ln.startswith("ds4: DSpark stats") for ln in err.splitlines())
+    assert cli.main(["-p", "Hi", "-n", "6", "--stats", "--no-dspark"]) == 0
+    assert "DSpark stats" not in capsys.readouterr().err
+    # with -m a support model is used only when asked for
+    r = tiny(tmp_path_factory, "float", seed=0)
+    assert cli.main(["-m", str(r.target), "--ids", "0,5", "-n", "4", "--stats"]) == 0
+    assert "DSpark stats" not in capsys.readouterr().err
+    argv = ["-m", str(r.target), "--support", str(r.support), "--ids", "0,5", "-n", "4"]
+    assert cli.main(argv + ["--dspark", "--stats"]) == 0
+    assert "DSpark stats" in capsys.readouterr().err

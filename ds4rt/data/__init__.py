@@ -1,16 +1,10 @@
-"""Files shipped with the package.
+"""Files shipped with the package: the embedded default model pair.
 
-The embedded default model is the tiny random-weight `float` configuration of
-tools/make_tiny_model.py (seed 0): a complete deepseek4 target and its DSpark support file,
-small enough to ship, so `ds4-cli` runs on a fresh install without downloading anything. Its
-weights are random: it exercises every code path but says nothing sensible.
-Regenerate with:
-
-    python tools/make_tiny_model.py --out DIR --config float --seed 0
-    cp DIR/target.gguf ds4rt/data/default-target.gguf
-    cp DIR/support.gguf ds4rt/data/default-support.gguf
-
-(tests/test_cli_generate.py checks that the shipped files are exactly that output.)
+`default-target.gguf` is a small deepseek4 model trained by ds4rt on Python source and the
+Python documentation, and `default-support.gguf` the DSpark support model trained to draft for
+it; docs/MODELS.md gives their shape, training commands, sha256 (also in SHA256SUMS here),
+quality and speed. `ds4-cli` without `-m` runs this pair with DSpark on. Tests that need random
+weights generate them (tests/tiny_models.py); the shipped pair is not a test fixture.
 """
 
 from __future__ import annotations
@@ -26,5 +20,13 @@ def default_target() -> str:
 
 
 def default_support() -> str:
-    """Path of the embedded default DSpark support model."""
+    """Path of the embedded default DSpark support model (trained for default_target())."""
     return os.path.join(_HERE, "default-support.gguf")
+
+
+def dspark_default(model_path: str | None, dspark: bool, no_dspark: bool) -> bool:
+    """Whether ds4-cli decodes speculatively: never with --no-dspark, always with --dspark,
+    and otherwise exactly for the embedded pair (no model path given)."""
+    if no_dspark:
+        return False
+    return dspark or model_path is None

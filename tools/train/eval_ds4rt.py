@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Step 5: the numbers of docs/MODELS.md, measured with ds4rt on the CPU.
+
+    python tools/train/eval_ds4rt.py [--target T --support S] [--data .traindata] \\
+        [--threads 2] [--tokens 96] [--repeats 3] [--skip ...] > docs/bench/default_model.json
+
+Sections (JSON; each can be skipped with --skip NAME):
+
+* tokenizer   ds4rt's C tokenizer vs `tokenizers` loading the vocabulary's tokenizer.json, on
+              the held-out files (raw and chat-rendered): identical ids, count of files
+* perplexity  held-out perplexity from ds4rt's teacher-forced logits (windows of val.u16)
+* agreement   ds4rt vs the PyTorch model on the same weights (tools/train/agree.py): logits
+              error per row and greedy agreement on held-out prompts
+* acceptance  DSpark on the held-out prompts (prompts.json), greedy, block 5, every cycle
+              drafting a full block (scheduler "always", threshold 0) and with the defaults:
+              committed tokens per verified cycle, per-position acceptance
+* speed       plain vs DSpark-adaptive (defaults) vs DSpark-always, median wall time of the
+              same greedy generations on --threads threads (outputs checked identical)
+* samples     greedy continuations of a few code prompts, as text
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import ds4rt  # noqa: E402
+from ds4rt import data  # noqa: E402
+
+SAMPLE_PROMPTS = (
+    "def fibonacci(n):",
+    "def is_prime(n):",
+    "class Stack:",
+    "def read_lines(path):",
+    "def parse_args(argv=None):",
+    "def __repr__(self):",
+)
+SECTIONS = ("tokenizer", "perplexity", "agreement", "acceptance", "speed", "samples")
+
+
+def chat(model, text):
+    return model.tokenizer.encode_chat([{"role": "user", "content": text}])
+
+
+def section_tokenizer(model, args):
+    import bpe
+    import corpus
+
+    hf = bpe.load(json.loads((args.data / "tokenizer.json").read_text(encoding="utf-8")))
+    docs = [d for d in corpus.collect(corpus.default_doc_root()) if d.heldout]
+    bad = []
+    n_tok = 0
+    for d in docs:
+        want = hf.encode(d.text, add_special_tokens=False).ids
+        got = model.tokenize(d.text)
+        n_tok += len(want)
+        if got != want:
+            bad.append(d.rel)
+    return {"files": len(docs), "tokens": n_tok, "mismatched_files": bad, "identical": not bad}
+
+
+def section_perplexity(model, args):
+    val = np.fromfile(args.data / "val.u16", dtype=np.uint16)
+    n, count = 256, 24
+    offs = np.linspace(0, len(val) - n - 1, count).astype(np.int64)
+    tot, k = 0.0, 0
+    for o in offs:
+        w = [int(t) for t in val[o : o + n + 1]]
+        z = model.session(n_ctx=n + 8).logits(w[:-1]).astype(np.float64)
+        z -= z.max(-1, keepdims=True)
+        lp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+        tot -= lp[np.arange(n), w[1:]].sum()
+        k += n
+    ce = tot / k
+    return {"windows": count, "window_tokens": n, "ce_nats": ce, "ppl": float(np.exp(ce))}
+
+
+def section_agreement(model, args, prompts):
+    import agree
+    import torch
+
+    torch.set_num_threads(1)
+    m = agree.torch_target(args.target)
+    rows = []
+    checks = []
+    for p in prompts[: args.agree_prompts]:
+        g = agree.greedy_check(model, m, p["ids"], 64, args.tie)
+        seq = p["ids"] + g["tokens"]
+        e = agree.row_errors(
+            model.session(n_ctx=len(seq) + 8).logits(seq), agree.torch_logits(m, seq)
+        )
+        rows.append(e)
+        checks.append(g)
+    e = np.concatenate(rows)
+    return {
+        "prompts": len(checks),
+        "rel_err_median": float(np.median(e)),
+        "rel_err_p99": float(np.quantile(e, 0.99)),
+        "rel_err_max": float(e.max()),
+        "greedy_64_identical": sum(not c["disagree"] for c in checks),
+        "greedy_disagreements_all_near_ties": all(c["ok"] for c in checks),
+        "disagree_margins": [c["disagree_margins"] for c in checks if c["disagree"]],
+        "tie_threshold": args.tie,
+    }
+
+
+def spec_run(model, dspark, prompts, n, **kw):
+    total = {"cycles": 0, "accepted_draft": 0, "proposed": 0, "tokens": 0}
+    pa = np.zeros(16)
+    aa = np.zeros(16)
+    for p in prompts:
+        s = model.session(n_ctx=len(p["ids"]) + n + 16, max_batch=32)
+        s.generate(p["ids"], max_tokens=n, dspark=dspark, **kw)
+        st = s.spec_stats()
+        for k in total:
+            total[k] += st[k]
+        pa += np.array(st["proposed_at"])
+        aa += np.array(st["accepted_at"])
+    B = dspark.block_size
+    reached = np.concatenate([[pa[0]], aa[: B - 1]])
+    return {
+        **total,
+        "committed_per_cycle": (total["accepted_draft"] + total["cycles"]) / total["cycles"],
+        "acceptance_at": (aa[:B] / np.maximum(pa[:B], 1)).tolist(),
+        "conditional_acceptance_at": (aa[:B] / np.maximum(reached, 1)).tolist(),
+    }
+
+
+def section_acceptance(model, dspark, args, prompts):
+    return {
+        "prompts": len(prompts),
+        "max_tokens": args.tokens,
+        "always_threshold0": spec_run(
+            model, dspark, prompts, args.tokens, scheduler="always", confidence_threshold=0.0
+        ),
+        "defaults": spec_run(model, dspark, prompts, args.tokens),
+    }
+
+
+def section_speed(args, prompts):
+    model = ds4rt.Model(str(args.target), n_threads=args.threads)
+    dspark = ds4rt.DSpark(model, str(args.support))
+    sel = prompts[: args.speed_prompts]
+    configs = {
+        "plain": {},
+        "dspark-adaptive": {"dspark": dspark},
+        "dspark-always": {"dspark": dspark, "scheduler": "always", "confidence_threshold": 0.0},
+    }
+    res, ref = {}, None
+    for name, kw in configs.items():
+        times, outs = [], None
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            got = []
+            for p in sel:
+                s = model.session(n_ctx=len(p["ids"]) + args.tokens + 16, max_batch=32)
+                got.append(s.generate(p["ids"], max_tokens=args.tokens, **kw))
+            times.append(time.perf_counter() - t0)
+            outs = got
+        if ref is None:
+            ref = outs
+        elif outs != ref:
+            raise SystemExit(f"{name}: greedy output differs from plain decoding")
+        n = sum(len(o) for o in outs)
+        res[name] = {
+            "median_s": statistics.median(times),
+            "tokens": n,
+            "tokens_per_s": n / statistics.median(times),
+        }
+    base = res["plain"]["median_s"]
+    for r in res.values():
+        r["speedup"] = base / r["median_s"]
+    return {"threads": args.threads, "prompts": len(sel), "repeats": args.repeats, **res}
+
+
+def section_samples(model, dspark, args, prompts):
+    out = []
+    texts = list(SAMPLE_PROMPTS) + [p["text"] for p in prompts if p["kind"] == "chat"][:3]
+    for t in texts:
+        s = model.session(n_ctx=512, max_batch=32)
+        ids = s.generate(chat(model, t), max_tokens=args.tokens, dspark=dspark)
+        out.append(
+            {
+                "prompt": t,
+                "text": model.detokenize(ids),
+                "tokens": len(ids),
+                "stats": s.spec_stats_line().split(" time_ms")[0],
+            }
+        )
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--target", type=Path, default=Path(data.default_target()))
+    ap.add_argument("--support", type=Path, default=Path(data.default_support()))
+    ap.add_argument("--data", type=Path, default=Path(".traindata"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tokens", type=int, default=96)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--speed-prompts", type=int, default=12)
+    ap.add_argument("--agree-prompts", type=int, default=8)
+    ap.add_argument("--tie", type=float, default=0.1, help="near-tie logit margin (agreement)")
+    ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS)
+    args = ap.parse_args(argv)
+    model = ds4rt.Model(str(args.target), n_threads=args.threads)
+    dspark = ds4rt.DSpark(model, str(args.support))
+    prompts = json.loads((args.data / "prompts.json").read_text(encoding="utf-8"))
+    doc = {
+        "command": " ".join(["tools/train/eval_ds4rt.py"] + (argv or sys.argv[1:])),
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cpus_available": len(os.sched_getaffinity(0)),
+        },
+        "build": ds4rt.build_info(),
+        "target": str(args.target),
+        "support": str(args.support),
+    }
+    t0 = time.time()
+    for name in SECTIONS:
+        if name in args.skip:
+            continue
+        if name == "tokenizer":
+            doc[name] = section_tokenizer(model, args)
+        elif name == "perplexity":
+            doc[name] = section_perplexity(model, args)
+        elif name == "agreement":
+            doc[name] = section_agreement(model, args, prompts)
+        elif name == "acceptance":
+            doc[name] = section_acceptance(model, dspark, args, prompts)
+        elif name == "speed":
+            doc[name] = section_speed(args, prompts)
+        elif name == "samples":
+            doc[name] = section_samples(model, dspark, args, prompts)
+        print(f"{name} done at {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+    json.dump(doc, sys.stdout, indent=1, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
