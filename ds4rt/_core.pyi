@@ -34,6 +34,10 @@ class _Model:
         n_threads: int = 0,
         cache: str = "auto",
         cache_budget: int = 0,
+        backend: str = "auto",
+        device: int = 0,
+        progress: Callable[[int, int], None] | None = None,
+        check_signals: bool = True,
     ) -> None: ...
     @property
     def closed(self) -> bool: ...

@@ -78,6 +78,12 @@ cdef extern from "ds4rt.h":
         DS4RT_CACHE_OFF
         DS4RT_CACHE_ON
 
+    cpdef enum ds4rt_backend_kind:
+        DS4RT_BACKEND_AUTO
+        DS4RT_BACKEND_CPU
+        DS4RT_BACKEND_CUDA
+        DS4RT_BACKEND_HIP
+
     cpdef enum ds4rt_trace_stage:
         DS4RT_TRACE_LAYER_IN
         DS4RT_TRACE_ATTN_IN
@@ -140,6 +146,7 @@ cdef extern from "ds4rt.h":
 HEADER_ENUMS = {
     cls.__name__: {m.name: int(m) for m in cls}
     for cls in (ds4rt_status, ds4rt_qtype, ds4rt_gguf_type, ds4rt_numerics, ds4rt_cache_policy,
-                ds4rt_trace_stage, ds4rt_scheduler_mode, ds4rt_no_draft_reason, ds4rt_token_type,
-                ds4rt_tokenize_flags, ds4rt_detokenize_flags, ds4rt_chat_role, ds4rt_think_mode)
+                ds4rt_backend_kind, ds4rt_trace_stage, ds4rt_scheduler_mode,
+                ds4rt_no_draft_reason, ds4rt_token_type, ds4rt_tokenize_flags,
+                ds4rt_detokenize_flags, ds4rt_chat_role, ds4rt_think_mode)
 }

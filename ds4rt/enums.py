@@ -13,6 +13,7 @@ from . import _core
 
 __all__ = [
     "BY_C_NAME",
+    "BackendKind",
     "CachePolicy",
     "ChatRole",
     "DetokenizeFlag",
@@ -126,6 +127,15 @@ class CachePolicy(enum.IntEnum):
     ON = _c("DS4RT_CACHE_ON")
 
 
+class BackendKind(enum.IntEnum):
+    """ds4rt_backend_kind: where a model runs (AUTO: the best this build and machine offer)."""
+
+    AUTO = _c("DS4RT_BACKEND_AUTO")
+    CPU = _c("DS4RT_BACKEND_CPU")
+    CUDA = _c("DS4RT_BACKEND_CUDA")
+    HIP = _c("DS4RT_BACKEND_HIP")
+
+
 class TraceStage(enum.IntEnum):
     """ds4rt_trace_stage: where Session.set_trace callbacks are called."""
 
@@ -214,6 +224,7 @@ BY_C_NAME: dict[str, type[enum.IntEnum] | type[enum.IntFlag]] = {
     "ds4rt_gguf_type": GGUFValueType,
     "ds4rt_numerics": Numerics,
     "ds4rt_cache_policy": CachePolicy,
+    "ds4rt_backend_kind": BackendKind,
     "ds4rt_trace_stage": TraceStage,
     "ds4rt_scheduler_mode": SchedulerMode,
     "ds4rt_no_draft_reason": NoDraftReason,

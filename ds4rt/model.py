@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _core, data
-from .enums import TraceStage
+from .enums import BackendKind, TraceStage
 from .errors import StateError
 from .generation import (
     DraftFn,
@@ -46,6 +46,10 @@ if TYPE_CHECKING:
 
 NUMERICS = ("official", "llama.cpp")
 CACHE_POLICIES = ("auto", "off", "on")
+BACKENDS = tuple(b.name.lower() for b in sorted(BackendKind))
+
+#: ``progress(done_bytes, total_bytes)`` while a model loads (monotonic, ends at total).
+ProgressFn = Callable[[int, int], None]
 
 #: Names of the trace stages, by ds4rt_trace_stage value (see Session.set_trace).
 TRACE_STAGES = tuple(s.name.lower() for s in sorted(TraceStage))
@@ -59,6 +63,11 @@ class Model:
     llama.cpp b11739 ("llama.cpp-compatible numerics"). ``n_threads <= 0`` uses every CPU.
     ``cache`` is the Q8->F16 expansion cache policy ("auto", "off", "on", with
     ``cache_budget`` bytes); ``info["cache"]`` reports its state and why (docs/CACHE.md).
+    ``backend`` ("auto", "cpu", "cuda", "hip") and ``device`` pick where it runs: a backend this
+    build or machine lacks is a BackendError naming why, never a silent fallback;
+    ``info["backend"]`` and ``info["memory"]`` say where it runs and what it holds.
+    ``progress(done, total)`` is called with bytes as the weights are bound (or uploaded).
+    Ctrl-C during the load raises KeyboardInterrupt once the library returns.
     """
 
     def __init__(
@@ -69,9 +78,14 @@ class Model:
         n_threads: int = 0,
         cache: str = "auto",
         cache_budget: int = 0,
+        backend: str = "auto",
+        device: int = 0,
+        progress: ProgressFn | None = None,
     ):
         self.path = os.fspath(path)
-        self._m = _core._Model(self.path, numerics, n_threads, cache, cache_budget)
+        self._m = _core._Model(
+            self.path, numerics, n_threads, cache, cache_budget, backend, device, progress
+        )
         info = self._m.info()
         self.n_vocab: int = info["n_vocab"]
         self.eos_id: int = info["eos_id"]
@@ -88,6 +102,9 @@ class Model:
         n_threads: int = 0,
         cache: str = "auto",
         cache_budget: int = 0,
+        backend: str = "auto",
+        device: int = 0,
+        progress: ProgressFn | None = None,
     ) -> Model:
         """The embedded default model (a tiny random-weight deepseek4 file shipped in the
         package, ds4rt/data): every code path runs, the text it writes means nothing."""
@@ -97,6 +114,9 @@ class Model:
             n_threads=n_threads,
             cache=cache,
             cache_budget=cache_budget,
+            backend=backend,
+            device=device,
+            progress=progress,
         )
 
     @property
@@ -367,4 +387,4 @@ class Sampler:
         return out
 
 
-__all__ = ["CACHE_POLICIES", "NUMERICS", "TRACE_STAGES", "Model", "Sampler", "Session"]
+__all__ = ["BACKENDS", "CACHE_POLICIES", "NUMERICS", "TRACE_STAGES", "Model", "ProgressFn", "Sampler", "Session"]

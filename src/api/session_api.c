@@ -11,13 +11,21 @@ ds4rt_status ds4rt_session_error(ds4rt_session *s, ds4rt_status st) {
     return st;
 }
 
-DS4RT_API ds4rt_session_params ds4rt_session_default_params(void) {
+ds4rt_session_params ds4rt_session_params_defaults(void) {
     ds4rt_session_params p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
     p.n_ctx = 4096;
     p.max_batch = 32;
     return p;
+}
+
+DS4RT_API ds4rt_session_params ds4rt_session_default_params(void) { return ds4rt_session_params_defaults(); }
+
+ds4rt_session_buffers ds4rt_session_buffer_sizes(const ds4rt_hparams *hp, const ds4rt_session_params *p) {
+    return (ds4rt_session_buffers){.pass_logits = (size_t)p->max_batch * hp->n_vocab * sizeof(float),
+                                   .prev_logits = (size_t)hp->n_vocab * sizeof(float),
+                                   .tokens = (size_t)p->n_ctx * sizeof(int32_t)};
 }
 
 DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_params *params, ds4rt_session **out) {
@@ -44,9 +52,10 @@ DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_
     if (st == DS4RT_OK) st = ds4rt_kv_state_create(hp, p.n_ctx, p.max_batch, &s->st);
     if (st == DS4RT_OK) st = ds4rt_scratch_create(hp, p.max_batch, p.n_ctx, ds4rt_pool_threads(s->pool), 0, &s->scratch);
     if (st == DS4RT_OK) {
-        s->pass_logits = malloc((size_t)p.max_batch * hp->n_vocab * sizeof(float));
-        s->prev_logits = malloc((size_t)hp->n_vocab * sizeof(float));
-        s->tokens = malloc((size_t)p.n_ctx * sizeof(int32_t));
+        ds4rt_session_buffers sz = ds4rt_session_buffer_sizes(hp, &p);
+        s->pass_logits = malloc(sz.pass_logits);
+        s->prev_logits = malloc(sz.prev_logits);
+        s->tokens = malloc(sz.tokens);
         if (s->pass_logits == NULL || s->prev_logits == NULL || s->tokens == NULL)
             st = ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "logit buffers for batches of %u", p.max_batch);
     }

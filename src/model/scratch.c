@@ -21,7 +21,9 @@ ds4rt_status ds4rt_scratch_create(const ds4rt_hparams *hp, int64_t cap, int64_t 
 
     const int64_t N = hp->hc, D = hp->n_embd, k = hp->n_expert_used;
     bool ok = true;
-#define F(ptr, count) ok = ok && ((ptr) = calloc(alloc_count((int64_t)(count)), sizeof *(ptr))) != NULL
+#define F(ptr, count)                                                                               \
+    ok = ok && ((ptr) = calloc(alloc_count((int64_t)(count)), sizeof *(ptr))) != NULL;                \
+    s->bytes += alloc_count((int64_t)(count)) * sizeof *(ptr)
     F(s->X, cap * N * D);
     F(s->X2, cap * N * D);
     F(s->normed, cap * N * D);

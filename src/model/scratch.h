@@ -53,6 +53,7 @@ typedef struct ds4rt_scratch {
     float *shy;             /* [cap][D] */
     /* head */
     float *hy;              /* [cap][D] */
+    uint64_t bytes;         /* memory held */
 } ds4rt_scratch;
 
 /* Buffers for batches of `cap` tokens in a context of n_ctx; attention scores for at least

@@ -13,7 +13,7 @@
         if (st_ != DS4RT_OK) return st_;                                      \
     } while (0)
 
-static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_target *t) {
+static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_bind_account *account, ds4rt_target *t) {
     ds4rt_hparams *hp = &t->hp;
     TRY(ds4rt_hparams_load(g, hp));
     if (official && hp->d_nope % 64 != 0)
@@ -26,7 +26,7 @@ static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_target *t
     t->rope_dense = ds4rt_rope_dense(hp);
     t->rope_comp = ds4rt_rope_compressed(hp);
 
-    ds4rt_binder b = {.g = g, .hp = hp, .arena = &t->arena};
+    ds4rt_binder b = {.g = g, .hp = hp, .arena = &t->arena, .account = account};
     TRY(ds4rt_bind_matrix(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, false, &t->tok_embd));
     TRY(ds4rt_bind_hc(&b, "output_hc_", hp->hc, 1, &t->hc_head));
     TRY(ds4rt_bind_vector(&b, "output_norm.weight", hp->n_embd, &t->out_norm));
@@ -44,9 +44,10 @@ static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_target *t
     return DS4RT_OK;
 }
 
-ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_target *t) {
+ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_bind_account *account,
+                               ds4rt_target *t) {
     memset(t, 0, sizeof *t);
-    ds4rt_status st = bind_all(g, official, t);
+    ds4rt_status st = bind_all(g, official, account, t);
     if (st != DS4RT_OK) ds4rt_target_free(t);
     return st;
 }

@@ -31,8 +31,10 @@ typedef struct ds4rt_target {
     ds4rt_weight_arena arena;
 } ds4rt_target;
 
-/* Binds every target tensor; `official` selects the quantisation-aware simulations. */
-ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_target *t);
+/* Binds every target tensor; `official` selects the quantisation-aware simulations. `account`
+ * (or NULL) receives what was bound and is told after each tensor. */
+ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_bind_account *account,
+                               ds4rt_target *t);
 void ds4rt_target_free(ds4rt_target *t);
 
 /* Where a trace event comes from (see ds4rt.h: ds4rt_trace_stage). */

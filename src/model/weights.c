@@ -36,7 +36,16 @@ static void *arena_alloc(ds4rt_weight_arena *a, size_t bytes) {
 static ds4rt_status find(ds4rt_binder *b, const char *name, const ds4rt_gguf_tensor **out) {
     *out = ds4rt_gguf_find_tensor(b->g, name);
     if (*out == NULL) return ds4rt_fail(DS4RT_ERR_NOT_FOUND, "tensor %s is missing", name);
+    if (b->account != NULL) {
+        b->account->seen_bytes += (*out)->nbytes;
+        if (b->account->on_tensor != NULL) b->account->on_tensor(b->account->user, b->account->seen_bytes);
+    }
     return DS4RT_OK;
+}
+
+/* A tensor bound as a view: the forward pass reads it from the mapping. */
+static void account_view(ds4rt_binder *b, const ds4rt_gguf_tensor *t) {
+    if (b->account != NULL) b->account->mapped_bytes += t->nbytes;
 }
 
 static const char *type_name(uint32_t type) {
@@ -81,6 +90,7 @@ ds4rt_status ds4rt_bind_matrix(ds4rt_binder *b, const char *name, int64_t cols, 
     uint64_t row_bytes;
     TRY(ds4rt_type_row_bytes(t->type, cols, &row_bytes));
     *out = (ds4rt_weight){.type = t->type, .data = t->data, .rows = rows, .cols = cols, .row_bytes = row_bytes};
+    account_view(b, t);
     return DS4RT_OK;
 }
 
@@ -99,6 +109,7 @@ ds4rt_status ds4rt_bind_matrices(ds4rt_binder *b, const char *name, int64_t cols
     out->first = (ds4rt_weight){.type = t->type, .data = t->data, .rows = rows, .cols = cols, .row_bytes = row_bytes};
     out->count = count;
     out->stride = row_bytes * (uint64_t)rows;
+    account_view(b, t);
     return DS4RT_OK;
 }
 
@@ -108,6 +119,7 @@ static ds4rt_status to_f32(ds4rt_binder *b, const char *name, const ds4rt_gguf_t
     if (v == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "tensor %s: %lld floats", name, (long long)n);
     ds4rt_status st = ds4rt_dequantize_row(t->type, t->data, n, v);
     if (st != DS4RT_OK) return ds4rt_fail_context(st, "tensor %s", name);
+    if (b->account != NULL) b->account->owned_bytes += (uint64_t)n * sizeof(float);
     *out = v;
     return DS4RT_OK;
 }
@@ -173,6 +185,7 @@ static ds4rt_status bind_tid2eid(ds4rt_binder *b, const char *name, const int32_
     if (((uintptr_t)t->data & 3) != 0)
         return ds4rt_fail(DS4RT_ERR_FORMAT, "tensor %s is not 4-byte aligned", name);
     *out = (const int32_t *)t->data;
+    account_view(b, t);
     return DS4RT_OK;
 }
 
