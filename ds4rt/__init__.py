@@ -17,7 +17,7 @@ import os
 from . import data, enums, errors, gguf, ops, stats, tokenizer
 from ._core import api_version, build_info, version
 from .dspark import DSpark
-from .enums import CachePolicy, Numerics, SchedulerMode, Status
+from .enums import BackendKind, CachePolicy, Numerics, SchedulerMode, Status
 from .errors import BusyError, ClosedError, Ds4rtError
 from .generation import (
     GenerationOptions,
@@ -32,6 +32,7 @@ from .model import Model, Sampler, Session
 from .tokenizer import Tokenizer
 
 __all__ = [
+    "BackendKind",
     "BusyError",
     "CachePolicy",
     "ClosedError",
