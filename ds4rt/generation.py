@@ -329,10 +329,12 @@ class _StopMatcher:
         if not self.stops:
             return text, None
         buf = self.held + text
+        # the stop string that is complete first as the text grows (earliest end, then
+        # earliest start), so the result does not depend on how the text was cut into pieces
         hit: tuple[int, str] | None = None
         for s in self.stops:
             i = buf.find(s)
-            if i >= 0 and (hit is None or i < hit[0]):
+            if i >= 0 and (hit is None or (i + len(s), i) < (hit[0] + len(hit[1]), hit[0])):
                 hit = (i, s)
         if hit is not None:
             self.held = ""
@@ -523,43 +525,55 @@ class _Call:
 _END = object()
 
 
+class _StreamWork:
+    """What a stream's worker thread uses: the call, the queue of pieces, the outcome. The
+    worker holds no reference to the Stream, so a dropped stream is collected (and stops)."""
+
+    def __init__(self, call: _Call):
+        self.call = call
+        self.q: queue.Queue[object] = queue.Queue()
+        self.room = threading.Semaphore(_STREAM_LOOKAHEAD)
+        self.result: GenerationResult | None = None
+        self.error: BaseException | None = None
+        call.handler.emit = self.emit
+
+    def emit(self, piece: Piece) -> None:  # worker thread
+        while not self.room.acquire(timeout=0.05):
+            if self.call.run.cancel:
+                break
+        self.q.put(piece)
+
+    def run(self) -> None:  # worker thread
+        try:
+            self.result = self.call()
+        except BaseException as e:  # noqa: B036 - handed to the reader
+            self.error = e
+            self.result = self.call.session.last_result
+        finally:
+            self.q.put(_END)
+
+
 class Stream(Iterator[Piece]):
     """Pieces of one generation as they are produced (``Session.stream``).
 
     The generation runs on a worker thread, at most a few pieces ahead of the reader. Leaving
-    the loop early, ``close()``, the end of a ``with`` block or Ctrl-C while waiting stop it
-    after the current token; the session is free again once ``close()`` has returned.
-    ``result`` is the GenerationResult once the stream has ended (None before). An exception
-    of the generation (or of one of its callbacks, which run on the worker thread) is raised
-    by the iteration.
+    the loop early, ``close()``, the end of a ``with`` block, dropping the stream or Ctrl-C
+    while waiting stop it after the current token; the session is free again once ``close()``
+    has returned. ``result`` is the GenerationResult once the stream has ended (None before).
+    An exception of the generation (or of one of its callbacks, which run on the worker
+    thread) is raised by the iteration.
     """
 
     def __init__(self, call: _Call):
-        self._call = call
-        self._q: queue.Queue[object] = queue.Queue()
-        self._room = threading.Semaphore(_STREAM_LOOKAHEAD)
-        self.result: GenerationResult | None = None
-        self._error: BaseException | None = None
         self._ended = True
-        call.handler.emit = self._emit
-        self._thread = threading.Thread(target=self._work, name="ds4rt-stream", daemon=True)
+        self._work = _StreamWork(call)
+        self._thread = threading.Thread(target=self._work.run, name="ds4rt-stream", daemon=True)
         self._thread.start()
         self._ended = False
 
-    def _emit(self, piece: Piece) -> None:  # worker thread
-        while not self._room.acquire(timeout=0.05):
-            if self._call.run.cancel:
-                break
-        self._q.put(piece)
-
-    def _work(self) -> None:  # worker thread
-        try:
-            self.result = self._call()
-        except BaseException as e:  # noqa: B036 - handed to the reader
-            self._error = e
-            self.result = self._call.session.last_result
-        finally:
-            self._q.put(_END)
+    @property
+    def result(self) -> GenerationResult | None:
+        return self._work.result if self._ended else None
 
     def __iter__(self) -> Stream:
         return self
@@ -568,24 +582,24 @@ class Stream(Iterator[Piece]):
         if self._ended:
             raise StopIteration
         try:
-            item = self._q.get()
+            item = self._work.q.get()
         except BaseException:
             self._stop()
             raise
         if item is _END:
             self._ended = True
             self._thread.join()
-            if self._error is not None:
-                err, self._error = self._error, None
+            if self._work.error is not None:
+                err, self._work.error = self._work.error, None
                 raise err
             raise StopIteration
-        self._room.release()
+        self._work.room.release()
         assert isinstance(item, Piece)
         return item
 
     def _stop(self) -> None:
         """Stops the worker and waits for it (the session is free afterwards)."""
-        self._call.run.cancel = True
+        self._work.call.run.cancel = True
         if threading.current_thread() is not self._thread:
             self._thread.join()
         self._ended = True
@@ -594,8 +608,6 @@ class Stream(Iterator[Piece]):
         """Stops generation (after the current token) and waits until it has stopped."""
         if not self._ended:
             self._stop()
-        if self.result is None:
-            self.result = self._call.session.last_result
 
     def text(self) -> str:
         """Reads the rest of the stream and returns all of its text."""
@@ -610,4 +622,3 @@ class Stream(Iterator[Piece]):
     def __del__(self) -> None:
         if not getattr(self, "_ended", True):
             self._stop()
-
