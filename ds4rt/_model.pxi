@@ -440,9 +440,10 @@ cdef class _Session:
 
     @property
     def position(self):
-        if self.ptr == NULL:
-            raise ClosedError("the session is closed")
-        return ds4rt_session_position(self.ptr)
+        self.enter()
+        pos = ds4rt_session_position(self.ptr)
+        self.leave()
+        return pos
 
     def reset(self):
         self.enter()

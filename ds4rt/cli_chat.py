@@ -111,8 +111,9 @@ class Conversation:
         s = self.session
         print(f"context: {s.position} of {s.n_ctx} tokens", file=out)
         if self.last is not None:
-            print(f"last answer: {self.last.timings.line()} | stop: {self.last.stop_reason}",
-                  file=out)
+            print(
+                f"last answer: {self.last.timings.line()} | stop: {self.last.stop_reason}", file=out
+            )
         if dspark is not None:
             print(s.spec_stats_line(), file=out)
 

@@ -120,10 +120,7 @@ def check_llama_cpp_flags(argv: Sequence[str], parser: argparse.ArgumentParser) 
     """UsageError naming the ds4rt way for the first llama.cpp-only option in argv (values of
     ds4-cli's own options, such as a prompt "-i", are not options)."""
     takes_value = {
-        flag
-        for action in parser._actions
-        if action.nargs != 0
-        for flag in action.option_strings
+        flag for action in parser._actions if action.nargs != 0 for flag in action.option_strings
     }
     skip = False
     for a in argv:
@@ -142,9 +139,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("-m", "--model", help="target GGUF (default: the embedded tiny model)")
     g.add_argument("--numerics", choices=NUMERICS, default="official")
-    g.add_argument(
-        "-t", "--threads", type=int_in(0, 4096), default=0, help="CPU threads (0: all)"
-    )
+    g.add_argument("-t", "--threads", type=int_in(0, 4096), default=0, help="CPU threads (0: all)")
     g.add_argument(
         "-c",
         "--ctx",
@@ -374,7 +369,8 @@ def print_details(model: Model, dspark: DSpark | None, args: argparse.Namespace)
         f"model {model.path}: {i['n_layer']} layers, n_embd {i['n_embd']}, n_vocab "
         f"{i['n_vocab']}, {i['n_expert']} experts ({i['n_expert_used']} used), "
         f"{fmt_bytes(i['file_bytes'])} on disk",
-        f"backend {i['backend']}" + (f" (device {i['device']})" if i["device"] >= 0 else "")
+        f"backend {i['backend']}"
+        + (f" (device {i['device']})" if i["device"] >= 0 else "")
         + f", {i['n_threads']} threads, numerics {i['numerics']}",
         f"memory: weights {fmt_bytes(mem['weights'])} ({fmt_bytes(mem['weights_owned'])} "
         f"copied, the rest read in place from the mapped file), session state "

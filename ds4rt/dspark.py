@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _core, data
+from ._args import INT32_MAX, UINT32_MAX, bool_arg, float_arg, int_arg
 from .enums import NoDraftReason, SchedulerMode
 from .model import Model
 
@@ -62,7 +63,12 @@ class DSpark:
             raise TypeError(f"model must be a ds4rt.Model, not {type(model).__name__}")
         self.model = model
         self.path = os.fspath(path)
-        self._d = _core._DSpark(model._m, self.path, window, self_test)
+        self._d = _core._DSpark(
+            model._m,
+            self.path,
+            int_arg("window", window, 0, UINT32_MAX),
+            bool_arg("self_test", self_test),
+        )
         self.info: dict[str, Any] = self._d.info()
 
     @classmethod
@@ -99,6 +105,12 @@ class DSpark:
     ) -> tuple[list[int], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
         """One greedy proposal after ``session``'s context: (drafts, confidences, corrected
         logits). The session must have been attached before its context was evaluated."""
-        n = self.block_size if max_draft is None else max_draft
-        ids, conf, logits = _core._propose(session._s, self._d, anchor, n, threshold)
+        n = self.block_size if max_draft is None else int_arg("max_draft", max_draft, 0, INT32_MAX)
+        ids, conf, logits = _core._propose(
+            session._s,
+            self._d,
+            int_arg("anchor", anchor, -INT32_MAX - 1, INT32_MAX),
+            n,
+            float_arg("threshold", threshold, 0.0, 1.0),
+        )
         return ids, conf, logits

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Union
 import numpy as np
 
 from . import _core
+from ._args import INT32_MAX, UINT64_MAX, bool_arg, float_arg, int_arg
 from .enums import SchedulerMode
 from .errors import InternalError
 from .stats import delta, make_stats_callback, stats_to_dict
@@ -55,21 +56,19 @@ __all__ = [
 #: A prompt: text (encoded with the model's tokenizer) or token ids.
 Prompt = Union[str, Sequence[int], "np.ndarray[Any, np.dtype[np.integer[Any]]]"]
 #: ``on_token(id)``: called for every generated token; returning False stops generation.
-TokenFn = Callable[[int], Union[bool, None]]
+TokenFn = Callable[[int], bool | None]
 #: ``on_stats(stats, final)``: speculative statistics after every cycle and at the end.
 StatsFn = Callable[[dict[str, Any], bool], None]
 #: A host drafter: ``draft(context_ids, max_draft)`` returns up to max_draft ids, or
 #: ``(ids, probs)`` with probs[i] (shape (len(ids), n_vocab)) the distribution ids[i] came from.
 DraftFn = Callable[
     [np.ndarray, int],
-    Union[Sequence[int], np.ndarray, tuple[Union[Sequence[int], np.ndarray], np.ndarray]],
+    Sequence[int] | np.ndarray | tuple[Sequence[int] | np.ndarray, np.ndarray],
 ]
 
 _DEFAULTS = _core.generation_defaults()
 _SAMPLER = _core.sampler_defaults()
 _SCHED = _DEFAULTS["scheduler"]
-_INT32_MAX = 2**31 - 1
-_UINT64_MAX = 2**64 - 1
 # Probe waits double up to probe_max; the bound keeps the doubling inside a C int32.
 _PROBE_LIMIT = 1 << 20
 # Pieces a stream's worker may produce ahead of its reader.
@@ -89,30 +88,6 @@ class StopReason(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-def _check_int(name: str, v: object, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, not {type(v).__name__}")
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} = {v} is outside [{lo}, {hi}]")
-    return int(v)
-
-
-def _check_float(name: str, v: object, lo: float, hi: float, *, lo_open: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, not {type(v).__name__}")
-    f = float(v)
-    if not math.isfinite(f) or f < lo or f > hi or (lo_open and f == lo):
-        left = "(" if lo_open else "["
-        raise ValueError(f"{name} = {v} is outside {left}{lo}, {hi}]")
-    return f
-
-
-def _check_bool(name: str, v: object) -> bool:
-    if not isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, not {type(v).__name__}")
-    return bool(v)
 
 
 def _scheduler_mode(v: object) -> SchedulerMode:
@@ -147,22 +122,22 @@ class SchedulerOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", _scheduler_mode(self.mode))
-        _check_int("scheduler max_draft", self.max_draft, 0, _INT32_MAX)
-        _check_int("scheduler warmup_cycles", self.warmup_cycles, 0, _INT32_MAX)
-        _check_int("scheduler probe_min", self.probe_min, 1, _PROBE_LIMIT)
-        _check_int("scheduler probe_max", self.probe_max, 1, _PROBE_LIMIT)
+        int_arg("scheduler max_draft", self.max_draft, 0, INT32_MAX)
+        int_arg("scheduler warmup_cycles", self.warmup_cycles, 0, INT32_MAX)
+        int_arg("scheduler probe_min", self.probe_min, 1, _PROBE_LIMIT)
+        int_arg("scheduler probe_max", self.probe_max, 1, _PROBE_LIMIT)
         if self.probe_max < self.probe_min:
             raise ValueError(
                 f"scheduler probe_max = {self.probe_max} is below probe_min = {self.probe_min}"
             )
-        _check_float("scheduler history_decay", self.history_decay, 0.0, 1.0)
-        _check_float("scheduler confidence_weight", self.confidence_weight, 0.0, 1.0)
-        _check_bool("scheduler measured_costs", self.measured_costs)
-        base = _check_float("scheduler verify_cost_base", self.verify_cost_base, 0.0, 1e6)
-        per = _check_float("scheduler verify_cost_per_token", self.verify_cost_per_token, 0, 1e6)
+        float_arg("scheduler history_decay", self.history_decay, 0.0, 1.0)
+        float_arg("scheduler confidence_weight", self.confidence_weight, 0.0, 1.0)
+        bool_arg("scheduler measured_costs", self.measured_costs)
+        base = float_arg("scheduler verify_cost_base", self.verify_cost_base, 0.0, 1e6)
+        per = float_arg("scheduler verify_cost_per_token", self.verify_cost_per_token, 0, 1e6)
         if base + per <= 0:
             raise ValueError("scheduler verify_cost_base + verify_cost_per_token must be > 0")
-        _check_float("scheduler propose_cost", self.propose_cost, 0.0, 1e6)
+        float_arg("scheduler propose_cost", self.propose_cost, 0.0, 1e6)
 
     def _as_c(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -214,19 +189,17 @@ class GenerationOptions:
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None:
-            _check_int("max_tokens", self.max_tokens, -1, _INT32_MAX)
-        _check_float("temperature", self.temperature, -math.inf, math.inf)
-        if not math.isfinite(float(self.temperature)):
-            raise ValueError(f"temperature = {self.temperature} is not finite")
-        _check_int("top_k", self.top_k, -_INT32_MAX - 1, _INT32_MAX)
-        _check_float("top_p", self.top_p, 0.0, math.inf, lo_open=True)
-        _check_float("min_p", self.min_p, -math.inf, 1.0)
+            int_arg("max_tokens", self.max_tokens, -1, INT32_MAX)
+        float_arg("temperature", self.temperature, -math.inf, math.inf)
+        int_arg("top_k", self.top_k, -INT32_MAX - 1, INT32_MAX)
+        float_arg("top_p", self.top_p, 0.0, math.inf, lo_open=True)
+        float_arg("min_p", self.min_p, -math.inf, 1.0)
         if self.seed is not None and self.seed != -1:
-            _check_int("seed", self.seed, 0, _UINT64_MAX)
-        _check_bool("stop_at_eos", self.stop_at_eos)
+            int_arg("seed", self.seed, 0, UINT64_MAX)
+        bool_arg("stop_at_eos", self.stop_at_eos)
         object.__setattr__(self, "stop", _stop_strings(self.stop))
-        _check_bool("skip_special", self.skip_special)
-        _check_float("confidence_threshold", self.confidence_threshold, 0.0, 1.0)
+        bool_arg("skip_special", self.skip_special)
+        float_arg("confidence_threshold", self.confidence_threshold, 0.0, 1.0)
         if not isinstance(self.scheduler, SchedulerOptions):
             object.__setattr__(self, "scheduler", SchedulerOptions(mode=self.scheduler))
 
@@ -492,7 +465,9 @@ class _Call:
         ids = r["ids"]
         eos = self.session.model.eos_id
         if err is not None:
-            reason = StopReason.INTERRUPTED if isinstance(err, KeyboardInterrupt) else StopReason.ERROR
+            reason = (
+                StopReason.INTERRUPTED if isinstance(err, KeyboardInterrupt) else StopReason.ERROR
+            )
         elif self.run.cancel:
             reason = StopReason.INTERRUPTED
         elif h.stop_reason is not None:
@@ -502,7 +477,9 @@ class _Call:
         elif len(ids) == r["limit"]:
             reason = StopReason.CONTEXT_FULL if r["clamped"] else StopReason.MAX_TOKENS
         else:
-            raise InternalError(f"generation ended after {len(ids)} of {r['limit']} ids for no reason")
+            raise InternalError(
+                f"generation ended after {len(ids)} of {r['limit']} ids for no reason"
+            )
         spec = None
         if speculative:
             spec = delta(stats_to_dict(r["stats_before"]), stats_to_dict(r["stats_after"]))

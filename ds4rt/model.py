@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _core, data
+from ._args import INT32_MAX, INT64_MAX, UINT32_MAX, UINT64_MAX, int_arg, number_arg, str_arg
 from .enums import BackendKind, TraceStage
 from .errors import StateError
 from .generation import (
@@ -84,7 +85,14 @@ class Model:
     ):
         self.path = os.fspath(path)
         self._m = _core._Model(
-            self.path, numerics, n_threads, cache, cache_budget, backend, device, progress
+            self.path,
+            str_arg("numerics", numerics, NUMERICS),
+            int_arg("n_threads", n_threads, -INT32_MAX - 1, INT32_MAX),
+            str_arg("cache", cache, CACHE_POLICIES),
+            int_arg("cache_budget", cache_budget, 0, UINT64_MAX),
+            str_arg("backend", backend, BACKENDS),
+            int_arg("device", device, 0, INT32_MAX),
+            progress,
         )
         info = self._m.info()
         self.n_vocab: int = info["n_vocab"]
@@ -171,7 +179,11 @@ class Session:
         if not isinstance(model, Model):
             raise TypeError(f"model must be a ds4rt.Model, not {type(model).__name__}")
         self.model = model
-        self._s = _core._Session(model._m, n_ctx, max_batch)
+        self._s = _core._Session(
+            model._m,
+            int_arg("n_ctx", n_ctx, 1, INT64_MAX),
+            int_arg("max_batch", max_batch, 1, UINT32_MAX),
+        )
         #: the result of the last generate()/stream() on this session, also when it was
         #: interrupted or a callback raised (then with what was generated until then)
         self.last_result: GenerationResult | None = None
@@ -207,7 +219,9 @@ class Session:
         """Appends tokens to the context."""
         self._s.eval(tokens, False)
 
-    def logits(self, tokens: Sequence[int] | npt.NDArray[np.integer[Any]]) -> npt.NDArray[np.float32]:
+    def logits(
+        self, tokens: Sequence[int] | npt.NDArray[np.integer[Any]]
+    ) -> npt.NDArray[np.float32]:
         """Appends tokens and returns their teacher-forced logits, shape (len(tokens), n_vocab)."""
         out: npt.NDArray[np.float32] = self._s.eval(tokens, True)
         return out
@@ -219,7 +233,7 @@ class Session:
 
     def truncate(self, n_tokens: int) -> None:
         """Rolls the context back to ``n_tokens`` (within the last forward pass)."""
-        self._s.truncate(n_tokens)
+        self._s.truncate(int_arg("n_tokens", n_tokens, -INT64_MAX - 1, INT64_MAX))
 
     def reset(self) -> None:
         """Empties the context."""
@@ -231,10 +245,12 @@ class Session:
 
     def capture(self, slot: int) -> tuple[int, npt.NDArray[np.float32]]:
         """(first position, rows [n, n_embd]) captured for slot ``slot`` in the last pass."""
-        first, rows = self._s.capture(slot)
+        first, rows = self._s.capture(int_arg("slot", slot, 0, UINT32_MAX))
         return int(first), rows
 
-    def set_trace(self, fn: Callable[[int, str, int, npt.NDArray[np.float32]], None] | None) -> None:
+    def set_trace(
+        self, fn: Callable[[int, str, int, npt.NDArray[np.float32]], None] | None
+    ) -> None:
         """Calls ``fn(layer, stage, pos, data)`` between sublayers (see TRACE_STAGES). An
         exception in fn ends the running call and is raised by it."""
         if fn is None:
@@ -377,7 +393,14 @@ class Sampler:
         min_p: float = 0.0,
         seed: int = 0,
     ):
-        self._s = _core._Sampler(n_vocab, temperature, top_k, top_p, min_p, seed)
+        self._s = _core._Sampler(
+            int_arg("n_vocab", n_vocab, 1, UINT32_MAX),
+            number_arg("temperature", temperature),
+            int_arg("top_k", top_k, -INT32_MAX - 1, INT32_MAX),
+            number_arg("top_p", top_p),
+            number_arg("min_p", min_p),
+            int_arg("seed", seed, 0, UINT64_MAX),
+        )
 
     def sample(self, logits: npt.ArrayLike) -> int:
         return int(self._s.sample(logits))
@@ -387,4 +410,13 @@ class Sampler:
         return out
 
 
-__all__ = ["BACKENDS", "CACHE_POLICIES", "NUMERICS", "TRACE_STAGES", "Model", "ProgressFn", "Sampler", "Session"]
+__all__ = [
+    "BACKENDS",
+    "CACHE_POLICIES",
+    "NUMERICS",
+    "TRACE_STAGES",
+    "Model",
+    "ProgressFn",
+    "Sampler",
+    "Session",
+]

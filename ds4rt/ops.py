@@ -12,7 +12,7 @@ activations are rounded, and the results' exactness.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +21,7 @@ from . import _core
 from .enums import QType
 
 #: Raw tensor bytes: bytes-like, or a numpy array whose memory is the data.
-RawBytes = Union[bytes, bytearray, memoryview, npt.NDArray[Any]]
+RawBytes = bytes | bytearray | memoryview | npt.NDArray[Any]
 _F32 = npt.NDArray[np.float32]
 
 __all__ = [

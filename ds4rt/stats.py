@@ -37,7 +37,7 @@ def _sub(after: Any, before: Any) -> Any:
     if isinstance(after, dict):
         return {k: _sub(v, before.get(k, 0)) for k, v in after.items()}
     if isinstance(after, list):
-        return [_sub(a, b) for a, b in zip(after, before)]
+        return [_sub(a, b) for a, b in zip(after, before, strict=True)]
     return after - before
 
 
@@ -56,6 +56,8 @@ def delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def make_stats_callback(fn: Callable[[dict[str, Any], bool], None]) -> Callable[[bytes, bool], None]:
+def make_stats_callback(
+    fn: Callable[[dict[str, Any], bool], None],
+) -> Callable[[bytes, bool], None]:
     """Adapts ``fn(stats_dict, final)`` to the raw callback of the binding."""
     return lambda raw, final: fn(stats_to_dict(raw), final)

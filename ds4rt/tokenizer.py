@@ -46,6 +46,8 @@ _ROLES = {
 def _as_bytes(text: str | bytes | bytearray | memoryview) -> bytes:
     if isinstance(text, str):
         return text.encode("utf-8", "surrogatepass")
+    if not isinstance(text, (bytes, bytearray, memoryview)):
+        raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     return bytes(text)
 
 

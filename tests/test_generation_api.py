@@ -178,8 +178,11 @@ def test_stop_reasons(model, tmp_path):
 
     cont = model.session().generate(PROMPT, max_tokens=12, stop_at_eos=False).ids
     path = tmp_path / "eos.gguf"
-    rewrite(ds4rt.data.default_target(), str(path),
-            set_keys={"tokenizer.ggml.eos_token_id": (cont[6], VT.UINT32)})
+    rewrite(
+        ds4rt.data.default_target(),
+        str(path),
+        set_keys={"tokenizer.ggml.eos_token_id": (cont[6], VT.UINT32)},
+    )
     m = ds4rt.Model(path)
     s = m.session()
     r = s.generate(PROMPT, max_tokens=12)
