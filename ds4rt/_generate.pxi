@@ -131,6 +131,9 @@ cdef class _GenRun:
 
 cdef int _token_trampoline(void *user, int32_t token) noexcept with gil:
     cdef _GenRun run = <_GenRun>user
+    # a pending Ctrl-C is taken here, before any Python code runs (which it would otherwise
+    # interrupt at its first line, before the token is recorded)
+    run.poll_signals()
     if run.stopping():
         try:
             run.handler.record(token)
@@ -141,9 +144,9 @@ cdef int _token_trampoline(void *user, int32_t token) noexcept with gil:
     try:
         go = run.handler.push(token)
     except BaseException as e:  # noqa: B036
-        run.error = e
+        if run.error is None:
+            run.error = e
         return 0
-    run.poll_signals()
     return 0 if (not go or run.stopping()) else 1
 
 

@@ -342,6 +342,7 @@ class _Handler:
         self.on_token = on_token
         self.emit = emit
         self.ids: list[int] = []
+        self.n_decoded = 0  # ids whose text has been through the decoder and the matcher
         self.text: list[str] = []
         self.unsent: list[int] = []
         self.stop_reason: StopReason | None = None
@@ -358,19 +359,38 @@ class _Handler:
             piece, self.unsent = Piece(text, self.unsent), []
             self.emit(piece)
 
-    def push(self, token: int) -> bool:
-        self.record(token)
-        if self.on_token is not None and self.on_token(token) is False:
-            self.stop_reason = StopReason.CALLBACK
-        if self.decoder is not None and self.stop_string is None:
-            safe, hit = self.matcher.feed(self.decoder.push(token))
+    def _decode(self) -> None:
+        """Text of the recorded ids not decoded yet (normally the one just recorded)."""
+        while self.n_decoded < len(self.ids):
+            token = self.ids[self.n_decoded]
+            if self.decoder is None or self.stop_string is not None:
+                self.n_decoded = len(self.ids)
+                return
+            piece = self.decoder.push(token)
+            self.n_decoded += 1
+            safe, hit = self.matcher.feed(piece)
             if hit is not None:
                 self.stop_reason, self.stop_string = StopReason.STOP_STRING, hit
             self._out(safe)
+
+    def push(self, token: int) -> bool:
+        """A new token: recorded, decoded, then shown to the user's callback (last, so an
+        exception there leaves the record complete)."""
+        self.record(token)
+        self._decode()
+        if self.on_token is not None and self.on_token(token) is False:
+            if self.stop_reason is None:
+                self.stop_reason = StopReason.CALLBACK
         return self.stop_reason is None
 
-    def finish(self) -> None:
-        """After the C call: the decoder's and the matcher's held-back text."""
+    def finish(self, ids: list[int]) -> None:
+        """After the C call, with the ids the library returned: the ones a stop request kept
+        from the callback are recorded and decoded, then the held-back text comes out."""
+        if self.ids != ids[: len(self.ids)]:
+            raise InternalError(f"the callback saw ids {self.ids}, the library returned {ids}")
+        for t in ids[len(self.ids) :]:
+            self.record(t)
+        self._decode()
         if self.decoder is not None and self.stop_string is None:
             safe, hit = self.matcher.feed(self.decoder.flush())
             if hit is not None:
@@ -456,11 +476,11 @@ class _Call:
         )
         h = self.handler
         try:
-            h.finish()
-        except BaseException as e:  # noqa: B036 - a closed stream's reader may be gone
+            h.finish(r["ids"])
+        except InternalError:
+            raise
+        except BaseException as e:  # noqa: B036 - e.g. a second Ctrl-C while finishing
             r["error"] = r["error"] or e
-        if h.ids != r["ids"]:
-            raise InternalError(f"the callback saw {len(h.ids)} ids, the library {len(r['ids'])}")
         err = r["error"]
         ids = r["ids"]
         eos = self.session.model.eos_id
