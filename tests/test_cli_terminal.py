@@ -165,6 +165,7 @@ def test_ctrl_c_stops_the_answer_and_the_chat_goes_on(terminal):
 
 def test_ctrl_c_stops_a_one_shot_generation(terminal):
     t = terminal("-p", "Hi", "-n", "-1", "--ignore-eos", "-c", "65536")
+    t.read_until(r"100\.0%")  # loaded (the bar's own text is no sign of an answer)
     t.read_until(r"\S{8}")
     t.send("\x03")
     t.read_until("ds4-cli: interrupted")
