@@ -43,14 +43,14 @@ cdef extern from "ds4rt.h":
         ds4rt_draft_fn draft_fn
         void *draft_user
         float confidence_threshold
-        ds4rt_scheduler_params scheduler
+        const ds4rt_scheduler_params *scheduler
         ds4rt_stats_fn on_stats
         void *stats_user
     ctypedef struct ds4rt_generate_params:
         size_t size
         int32_t max_tokens
         int32_t stop_at_eos
-        ds4rt_sampler_params sampler
+        const ds4rt_sampler_params *sampler
         ds4rt_token_fn on_token
         void *user
         const void *spec
@@ -259,7 +259,9 @@ def _generate(_Session s, prompt, int64_t max_tokens, dict sampler, bint stop_at
     cdef ds4rt_status st = DS4RT_OK
     cdef ds4rt_spec_stats stats
     cdef ds4rt_generate_params p = ds4rt_generate_default_params()
+    cdef ds4rt_sampler_params smp = ds4rt_sampler_default_params()
     cdef ds4rt_spec_params sp = ds4rt_spec_default_params()
+    cdef ds4rt_scheduler_params sched = ds4rt_scheduler_default_params()
     cdef size_t n_out = 0
     cdef int64_t room, limit
     cdef int32_t[::1] ov
@@ -303,11 +305,12 @@ def _generate(_Session s, prompt, int64_t max_tokens, dict sampler, bint stop_at
         if err is None and not run.stopping() and limit > 0:
             p.max_tokens = <int32_t>limit if limit < INT32_MAX else INT32_MAX
             p.stop_at_eos = stop_at_eos
-            p.sampler.temperature = sampler["temperature"]
-            p.sampler.top_k = sampler["top_k"]
-            p.sampler.top_p = sampler["top_p"]
-            p.sampler.min_p = sampler["min_p"]
-            p.sampler.seed = sampler["seed"]
+            smp.temperature = sampler["temperature"]
+            smp.top_k = sampler["top_k"]
+            smp.top_p = sampler["top_p"]
+            smp.min_p = sampler["min_p"]
+            smp.seed = sampler["seed"]
+            p.sampler = &smp
             p.on_token = _token_trampoline
             p.user = <void *>run
             if speculative:
@@ -317,7 +320,8 @@ def _generate(_Session s, prompt, int64_t max_tokens, dict sampler, bint stop_at
                     sp.draft_fn = _draft_trampoline
                     sp.draft_user = <void *>run
                 sp.confidence_threshold = confidence_threshold
-                _fill_scheduler(&sp.scheduler, scheduler)
+                _fill_scheduler(&sched, scheduler)
+                sp.scheduler = &sched
                 if run.on_stats is not None:
                     sp.on_stats = _stats_trampoline
                     sp.stats_user = <void *>run

@@ -47,7 +47,7 @@ static ds4rt_status probe(struct ds4rt_dspark *d, ds4rt_session *s) {
 }
 
 ds4rt_status ds4rt_dspark_self_test(struct ds4rt_dspark *d) {
-    ds4rt_session_params sp = ds4rt_session_default_params();
+    ds4rt_session_params sp = ds4rt_session_params_defaults();
     sp.n_ctx = 64;
     sp.max_batch = d->block_size + 1 > 8 ? d->block_size + 1 : 8;
     ds4rt_session *s;
