@@ -23,6 +23,7 @@ from .cli_common import (
     note,
     session_for,
 )
+from .dspark import DSpark
 from .generation import GenerationOptions, GenerationResult, StopReason
 from .model import Session
 from .tokenizer import Tokenizer
@@ -75,7 +76,9 @@ class Conversation:
             ids = [eos, *ids]
         return ids
 
-    def answer(self, text: str, opts: GenerationOptions, dspark: object, out: TextIO) -> None:
+    def answer(
+        self, text: str, opts: GenerationOptions, dspark: DSpark | None, out: TextIO
+    ) -> None:
         ids = self.turn_ids(text)
         room = self.session.n_ctx - self.session.position
         if len(ids) >= room:
@@ -107,7 +110,7 @@ class Conversation:
         if r.stop_reason is StopReason.CONTEXT_FULL:
             note(f"the context is full ({self.session.n_ctx} tokens); /reset starts again")
 
-    def stats(self, out: TextIO, dspark: object) -> None:
+    def stats(self, out: TextIO, dspark: DSpark | None) -> None:
         s = self.session
         print(f"context: {s.position} of {s.n_ctx} tokens", file=out)
         if self.last is not None:
@@ -120,7 +123,7 @@ class Conversation:
 
 def _read_message(prompt: str) -> str:
     """One message from the user; a line ending in a backslash continues."""
-    lines = []
+    lines: list[str] = []
     while True:
         line = input(prompt if not lines else "")
         if line.endswith("\\"):

@@ -15,7 +15,7 @@ closes its sessions and support models.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -166,6 +166,13 @@ class Model:
     def detokenize(self, ids: Sequence[int], *, skip_special: bool = False) -> str:
         """Token ids -> text (invalid UTF-8 shown as U+FFFD)."""
         return self._need_tokenizer().decode(ids, skip_special=skip_special)
+
+    def encode_chat(
+        self, messages: Iterable[Mapping[str, object]], *, think: bool | str | int = "none"
+    ) -> list[int]:
+        """Prompt ids of a conversation on the chat template, ending with the generation
+        prompt (Tokenizer.encode_chat; messages are dicts with "role" and "content")."""
+        return self._need_tokenizer().encode_chat(messages, think=think)
 
     def session(self, n_ctx: int = 4096, max_batch: int = 32) -> Session:
         """A new empty context of at most ``n_ctx`` tokens; ``max_batch`` tokens per pass."""
