@@ -138,10 +138,28 @@ class StreamDecoder:
 
 
 class Tokenizer:
-    """A byte-level BPE tokenizer with the DeepSeek V4 pre-tokenizer (C core)."""
+    """A byte-level BPE tokenizer with the DeepSeek V4 pre-tokenizer (C core).
+
+    A tokenizer made by from_gguf/from_arrays is a context manager whose close() frees it; a
+    model's tokenizer (``model.tokenizer``) belongs to the model and closes with it. A closed
+    tokenizer raises ClosedError."""
 
     def __init__(self, core: _core._Tokenizer):
         self._t = core
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._t.closed)
+
+    def close(self) -> None:
+        """Frees a tokenizer of its own (a model's tokenizer is left to its model)."""
+        self._t.close()
+
+    def __enter__(self) -> Tokenizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike[str]) -> Tokenizer:

@@ -98,11 +98,20 @@ def test_a_support_model_in_use_lives_until_its_sessions_let_go():
 
 
 def test_tokenizers_close():
-    t = ds4rt.Tokenizer.from_gguf(ds4rt.data.default_target())
-    ids = t.encode("hello")
-    t._t.close()
+    with ds4rt.Tokenizer.from_gguf(ds4rt.data.default_target()) as t:
+        ids = t.encode("hello")
+        stream = t.stream()
+    assert t.closed
     with pytest.raises(ClosedError, match="tokenizer is closed"):
         t.decode(ids)
+    with pytest.raises(ClosedError):
+        stream.push(ids[0])
+    m = ds4rt.Model.default()
+    assert m.tokenizer is not None
+    m.tokenizer.close()  # a model's tokenizer is the model's to close
+    assert not m.tokenizer.closed and m.tokenizer.decode(ids)
+    m.close()
+    assert m.tokenizer.closed
 
 
 def test_garbage_collection_in_any_order_is_safe():
