@@ -308,7 +308,7 @@ typedef enum ds4rt_numerics {
 /* The Q8->F16 expansion cache: an F16 copy of selected Q8_0 weights that batched passes can
  * multiply with through half-precision GEMMs. A policy of the model, set by the host, and never
  * changed by loading a support model (ds4 turned it off whenever a second model was mapped,
- * dspark.md §8). Enabling it changes arithmetic (F16 vs Q8_0 kernels), so greedy output may
+ * docs/CACHE.md). Enabling it changes arithmetic (F16 vs Q8_0 kernels), so greedy output may
  * differ between policies; it never differs because of a support model. See docs/CACHE.md. */
 typedef enum ds4rt_cache_policy {
     DS4RT_CACHE_AUTO = 0,    /* the backend decides (unified-memory devices: off unless a budget
@@ -507,7 +507,7 @@ DS4RT_API ds4rt_status ds4rt_sampler_probs(ds4rt_sampler *sampler, const float *
 /* ------------------------------------------------------------------------------------------ */
 
 /* Loading options. The support model never changes the target: its numerics, caches and memory
- * policy stay exactly as they were (contrast with ds4, dspark.md §8). */
+ * policy stay exactly as they were (contrast with ds4, docs/CACHE.md). */
 typedef struct ds4rt_dspark_params {
     size_t size;             /* sizeof(ds4rt_dspark_params), set by the default initialiser */
     uint32_t window;         /* context rows per drafter stage; 0 = the target's sliding window
@@ -631,7 +631,7 @@ typedef enum ds4rt_no_draft_reason {
 } ds4rt_no_draft_reason;
 
 /* Counters and timers of speculative decoding. The first group has ds4's stats-line names and
- * meanings (dspark.md §9.2), adapted to the reference alignment (docs/DSPARK.md says how).
+ * meanings (docs/DSPARK.md, "ds4's stats line"), adapted to the reference alignment.
  * Times are milliseconds. The struct only grows at its end. */
 typedef struct ds4rt_spec_stats {
     size_t size;

@@ -1,6 +1,6 @@
 /*
  * speculative.c - speculative generation: draft, verify in one target pass, accept, roll back
- * (dspark.md §1.1, §3, §4; design.md "The speculative cycle").
+ * (docs/DSPARK.md, "Verification and rollback").
  *
  * Alignment (DeepSeek's reference): the anchor is the token sampled from the last committed
  * row p and not yet run by the target; the drafter proposes d_1..d_k after it; one target pass
