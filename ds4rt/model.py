@@ -188,8 +188,8 @@ class Session:
         self.model = model
         self._s = _core._Session(
             model._m,
-            int_arg("n_ctx", n_ctx, 1, INT64_MAX),
-            int_arg("max_batch", max_batch, 1, UINT32_MAX),
+            int_arg("n_ctx", n_ctx, -INT64_MAX - 1, INT64_MAX),  # the C library checks the domain
+            int_arg("max_batch", max_batch, 0, UINT32_MAX),
         )
         #: the result of the last generate()/stream() on this session, also when it was
         #: interrupted or a callback raised (then with what was generated until then)

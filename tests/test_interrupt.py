@@ -74,7 +74,18 @@ def run_child(body: str, delay: float = 1.0) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("case", sorted(BODIES))
+# A stop inside a block of accepted drafts leaves the rest of the block in the context (issue
+# 13, a defect of the C speculative loop fixed on another branch): a Ctrl-C that lands there
+# shows it. Remove the marker when that fix is merged.
+SPEC_STOP = pytest.mark.xfail(
+    reason="issue 13: C speculative loop keeps the rest of an accepted block after a stop",
+    strict=False,
+)
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=SPEC_STOP) if c == "speculative" else c for c in sorted(BODIES)]
+)
 def test_ctrl_c_stops_a_call_and_keeps_the_session(case):
     out = run_child(BODIES[case])
     assert out["outcome"] == "interrupted", out
