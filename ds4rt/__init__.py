@@ -1,6 +1,11 @@
 """ds4rt: an embeddable runtime for DeepSeek V4 Flash (deepseek4 GGUF) with DSpark speculative
 decoding. The C core (libds4rt) is linked directly by the ``_core`` extension.
 
+    import ds4rt
+
+    with ds4rt.Model.default() as model, model.session() as session:
+        print(session.generate("Hello", max_tokens=16))
+
 ``get_include()`` and ``get_library_dir()`` tell a C/C++ build where the installed header
 (``ds4rt.h``) and shared library (``libds4rt.so``, soname ``libds4rt.so.1``) are, like
 ``numpy.get_include()``; ``get_pkgconfig_dir()`` holds ``ds4rt.pc`` for pkg-config.
@@ -10,25 +15,56 @@ from __future__ import annotations
 
 import os
 
-from . import data, errors
+from . import data, enums, errors, gguf, ops, stats, tokenizer
 from ._core import api_version, build_info, version
 from .dspark import DSpark
-from .errors import Ds4rtError
+from .enums import BackendKind, CachePolicy, Numerics, SchedulerMode, Status
+from .errors import BusyError, ClosedError, Ds4rtError
+from .generation import (
+    GenerationOptions,
+    GenerationResult,
+    Piece,
+    SchedulerOptions,
+    StopReason,
+    Stream,
+    Timings,
+)
 from .model import Model, Sampler, Session
+from .tokenizer import Tokenizer
 
 __all__ = [
+    "BackendKind",
+    "BusyError",
+    "CachePolicy",
+    "ClosedError",
     "DSpark",
     "Ds4rtError",
+    "GenerationOptions",
+    "GenerationResult",
     "Model",
+    "Numerics",
+    "Piece",
     "Sampler",
+    "SchedulerMode",
+    "SchedulerOptions",
     "Session",
+    "Status",
+    "StopReason",
+    "Stream",
+    "Timings",
+    "Tokenizer",
     "api_version",
     "build_info",
     "data",
+    "enums",
     "errors",
     "get_include",
     "get_library_dir",
     "get_pkgconfig_dir",
+    "gguf",
+    "ops",
+    "stats",
+    "tokenizer",
     "version",
 ]
 

@@ -8,12 +8,15 @@ import os
 
 import numpy as np
 
-from ds4rt.errors import BY_STATUS, Ds4rtError
+from ds4rt.errors import BY_STATUS_NAME, ClosedError, Ds4rtError
+
+include "_enums.pxi"
+
+# Error class by ds4rt_status value (the values from the header, the classes by C name).
+_ERROR_BY_STATUS = {int(ds4rt_status[name]): cls for name, cls in BY_STATUS_NAME.items()}
 
 
 cdef extern from "ds4rt.h":
-    ctypedef enum ds4rt_status:
-        DS4RT_OK
     const char *ds4rt_status_name(ds4rt_status status)
     const char *ds4rt_last_error()
     void ds4rt_clear_error()
@@ -34,7 +37,7 @@ cdef int check(ds4rt_status st) except -1:
     if st == DS4RT_OK:
         return 0
     msg = ds4rt_last_error().decode("utf-8", "replace")
-    cls = BY_STATUS.get(<int>st, Ds4rtError)
+    cls = _ERROR_BY_STATUS.get(<int>st, Ds4rtError)
     raise cls(msg or ds4rt_status_name(st).decode())
 
 
@@ -83,3 +86,4 @@ include "_quant.pxi"
 include "_tok.pxi"
 include "_model.pxi"
 include "_dspark.pxi"
+include "_generate.pxi"

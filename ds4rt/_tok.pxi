@@ -75,9 +75,6 @@ cdef extern from "ds4rt.h":
                                        const ds4rt_chat_options *options, int32_t *ids,
                                        size_t cap, size_t *n_ids)
 
-cdef extern from "ds4rt.h":
-    int DS4RT_ERR_OUT_OF_RANGE_ "DS4RT_ERR_OUT_OF_RANGE"
-
 # The GGUF reader, under names of this file's own (_gguf.pxi declares the same C entities).
 cdef extern from "ds4rt.h":
     ctypedef struct tk_gguf "ds4rt_gguf":
@@ -129,6 +126,24 @@ cdef class _Tokenizer:
         if self.ptr != NULL and not self.borrowed:
             ds4rt_tokenizer_free(self.ptr)
         self.ptr = NULL
+
+    cdef ds4rt_tokenizer *live(self) except NULL:
+        if self.ptr == NULL:
+            raise ClosedError("the tokenizer is closed" if not self.borrowed else
+                              "the tokenizer's model is closed")
+        return self.ptr
+
+    @property
+    def closed(self):
+        return self.ptr == NULL
+
+    def close(self):
+        """Frees an owned tokenizer (idempotent); a model's tokenizer closes with its model."""
+        if self.borrowed:
+            return
+        if self.ptr != NULL:
+            ds4rt_tokenizer_free(self.ptr)
+            self.ptr = NULL
 
     @staticmethod
     def from_arrays(tokens, merges, token_types=None, int32_t bos_id=-1, int32_t eos_id=-1,
@@ -188,36 +203,36 @@ cdef class _Tokenizer:
 
     @property
     def n_tokens(self):
-        return ds4rt_tokenizer_n_tokens(self.ptr)
+        return ds4rt_tokenizer_n_tokens(self.live())
 
     @property
     def n_merges(self):
-        return ds4rt_tokenizer_n_merges(self.ptr)
+        return ds4rt_tokenizer_n_merges(self.live())
 
     @property
     def bos(self):
-        return ds4rt_tokenizer_bos(self.ptr)
+        return ds4rt_tokenizer_bos(self.live())
 
     @property
     def eos(self):
-        return ds4rt_tokenizer_eos(self.ptr)
+        return ds4rt_tokenizer_eos(self.live())
 
     @property
     def max_token_bytes(self):
-        return ds4rt_tokenizer_max_token_bytes(self.ptr)
+        return ds4rt_tokenizer_max_token_bytes(self.live())
 
     def token(self, int32_t id):
         """(stored string as bytes, token type) of one id."""
         cdef const char *text = NULL
         cdef size_t n = 0
         cdef int32_t ty = 0
-        check(ds4rt_tokenizer_token(self.ptr, id, &text, &n, &ty))
+        check(ds4rt_tokenizer_token(self.live(), id, &text, &n, &ty))
         return text[:n], ty
 
     def find(self, bytes text):
         """Id of the token stored as exactly `text`, or -1."""
         cdef int32_t id = -1
-        cdef ds4rt_status st = ds4rt_tokenizer_find(self.ptr, text, len(text), &id)
+        cdef ds4rt_status st = ds4rt_tokenizer_find(self.live(), text, len(text), &id)
         if st != DS4RT_OK:
             ds4rt_clear_error()
             return -1
@@ -231,14 +246,15 @@ cdef class _Tokenizer:
         cdef size_t cap = n + 2
         cdef ds4rt_status st
         cdef int32_t[::1] view
+        cdef ds4rt_tokenizer *tp = self.live()
         while True:
             out = np.empty(cap, dtype=np.int32)
             view = out
             with nogil:
-                st = ds4rt_tokenize(self.ptr, p, n, flags, &view[0], cap, &need)
+                st = ds4rt_tokenize(tp, p, n, flags, &view[0], cap, &need)
             if st == DS4RT_OK:
                 return out[:need]
-            if st != DS4RT_ERR_OUT_OF_RANGE_ or need <= cap:
+            if st != DS4RT_ERR_OUT_OF_RANGE or need <= cap:
                 check(st)
             cap = need
 
@@ -248,36 +264,33 @@ cdef class _Tokenizer:
         cdef const char *p = <const char *>&text[0] if n else NULL
         cdef size_t need = 0
         cdef ds4rt_status st
+        cdef ds4rt_tokenizer *tp = self.live()
         with nogil:
-            st = ds4rt_tokenizer_split(self.ptr, p, n, flags, NULL, 0, &need)
+            st = ds4rt_tokenizer_split(tp, p, n, flags, NULL, 0, &need)
         check(st)
         ends = np.empty(need + 1, dtype=np.uintp)
         cdef size_t[::1] ev = ends
         with nogil:
-            st = ds4rt_tokenizer_split(self.ptr, p, n, flags, &ev[0], need + 1, &need)
+            st = ds4rt_tokenizer_split(tp, p, n, flags, &ev[0], need + 1, &need)
         check(st)
         return ends[:need]
 
     def decode(self, ids, uint32_t flags):
         """Bytes of a sequence of ids."""
-        arr = np.ascontiguousarray(ids, dtype=np.int64)
-        if arr.ndim != 1:
-            raise ValueError("ids must be one-dimensional")
-        if arr.shape[0] and (arr.min() < -(2**31) or arr.max() >= 2**31):
-            raise OverflowError("token id out of int32 range")
-        ids32 = arr.astype(np.int32)
+        ids32 = token_ids(ids, "ids")
         cdef int32_t[::1] iv = ids32
         cdef size_t n = ids32.shape[0]
         cdef const int32_t *ip = &iv[0] if n else NULL
         cdef size_t need = 0
         cdef ds4rt_status st
+        cdef ds4rt_tokenizer *tp = self.live()
         with nogil:
-            st = ds4rt_detokenize(self.ptr, ip, n, flags, NULL, 0, &need)
+            st = ds4rt_detokenize(tp, ip, n, flags, NULL, 0, &need)
         check(st)
         buf = bytearray(need + 1)
         cdef char *bp = buf
         with nogil:
-            st = ds4rt_detokenize(self.ptr, ip, n, flags, bp, need + 1, &need)
+            st = ds4rt_detokenize(tp, ip, n, flags, bp, need + 1, &need)
         check(st)
         return bytes(buf[:need])
 
@@ -290,7 +303,7 @@ cdef class _DetokStream:
 
     def __cinit__(self, _Tokenizer tok, uint32_t flags):
         self.tok = tok
-        check(ds4rt_detok_stream_create(tok.ptr, flags, &self.ptr))
+        check(ds4rt_detok_stream_create(tok.live(), flags, &self.ptr))
         self.buf = bytearray(3 * (ds4rt_tokenizer_max_token_bytes(tok.ptr) + 4))
 
     def __dealloc__(self):
@@ -301,12 +314,14 @@ cdef class _DetokStream:
     def push(self, int32_t id):
         cdef size_t n = 0
         cdef char *bp = self.buf
+        self.tok.live()  # the stream reads its tokenizer's tables
         check(ds4rt_detok_stream_push(self.ptr, id, bp, len(self.buf), &n))
         return bytes(self.buf[:n])
 
     def flush(self):
         cdef size_t n = 0
         cdef char *bp = self.buf
+        self.tok.live()
         check(ds4rt_detok_stream_flush(self.ptr, bp, len(self.buf), &n))
         return bytes(self.buf[:n])
 
@@ -375,8 +390,8 @@ def _chat_render_ids(_Tokenizer tok, messages, int32_t think, int32_t add_genera
     cdef ds4rt_chat_options o = _chat_options(think, add_generation_prompt, tool_context,
                                               content_flags)
     cdef size_t need = 0
-    check(ds4rt_chat_render_ids(tok.ptr, m.msgs, m.n, &o, NULL, 0, &need))
+    check(ds4rt_chat_render_ids(tok.live(), m.msgs, m.n, &o, NULL, 0, &need))
     out = np.empty(need + 1, dtype=np.int32)
     cdef int32_t[::1] view = out
-    check(ds4rt_chat_render_ids(tok.ptr, m.msgs, m.n, &o, &view[0], need + 1, &need))
+    check(ds4rt_chat_render_ids(tok.live(), m.msgs, m.n, &o, &view[0], need + 1, &need))
     return out[:need]

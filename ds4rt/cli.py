@@ -1,5 +1,6 @@
-"""ds4-cli: one-shot generation and file inspection on the command line.
+"""ds4-cli: generation, chat and file inspection on the command line (docs/CLI.md).
 
+ds4-cli chat [options]           interactive multi-turn chat (`ds4-cli chat --help`)
 ds4-cli info PATH [--json [--full | --max-array N]] [--tensors]
                                  summary of a GGUF file (exit 1 with the error on a bad file)
 ds4-cli tokenize (--model GGUF | --vocab GGUF) [TEXT | --decode IDS]
@@ -8,7 +9,9 @@ ds4-cli --version                version and build info
 ds4-cli [generation options]     everything that is not a subcommand is generation mode
 
 Subcommands are recognised by the first argument only, so generation options never collide
-with them.
+with them. Every user error and signal ends in one line on stderr and a non-zero status, never
+in a traceback: 1 for a runtime error, 2 for a usage error, 130 for Ctrl-C, 141 for a closed
+output pipe.
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _core, cli_generate
+from .cli_common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    UsageError,
+    apply_environment,
+    check_llama_cpp_flags,
+)
 from .errors import Ds4rtError
 
 # Arrays longer than this are cut in `info --json` unless --full or --max-array is given
@@ -35,7 +47,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ds4-cli",
         description=__doc__.splitlines()[0],
-        epilog="subcommands: info PATH, tokenize (run `ds4-cli SUBCOMMAND --help`)",
+        epilog="subcommands: chat, info PATH, tokenize (run `ds4-cli SUBCOMMAND --help`); "
+        "ds4's DS4_DSPARK_STATS, DS4_DSPARK_SCHEDULER and DS4_CUDA_NO_Q8_F16_CACHE are honoured "
+        "(docs/CLI.md)",
     )
     p.add_argument("--version", action="store_true", help="print version and build info")
     cli_generate.add_arguments(p)
@@ -163,29 +177,26 @@ def _info_main(argv: list[str]) -> int:
     args = _build_info_parser().parse_args(argv)
     from . import gguf
 
-    try:
-        with gguf.GGUFFile(args.path) as f:
-            if not args.json:
-                _print_info(f, args.tensors)
-                return 0
-            if args.full:
-                metadata, cut = f.metadata, {}
-            else:
-                metadata, cut = f.metadata_truncated(max(args.max_array, 0))
-            doc = {
-                "path": str(args.path),
-                "version": f.version,
-                "alignment": f.alignment,
-                "data_offset": f.data_offset,
-                "file_size": f.file_size,
-                "metadata": metadata,
-                "metadata_types": f.metadata_types,
-                "metadata_truncated": cut,
-                "tensors": f.tensors,
-            }
-    except Ds4rtError as e:
-        print(f"ds4-cli: error: {e}", file=sys.stderr)
-        return 1
+    with gguf.GGUFFile(args.path) as f:
+        if not args.json:
+            _print_info(f, args.tensors)
+            return 0
+        cut: dict[str, int]
+        if args.full:
+            metadata, cut = f.metadata, {}
+        else:
+            metadata, cut = f.metadata_truncated(max(args.max_array, 0))
+        doc = {
+            "path": str(args.path),
+            "version": f.version,
+            "alignment": f.alignment,
+            "data_offset": f.data_offset,
+            "file_size": f.file_size,
+            "metadata": metadata,
+            "metadata_types": f.metadata_types,
+            "metadata_truncated": cut,
+            "tensors": f.tensors,
+        }
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
@@ -203,28 +214,69 @@ def _tokenize_main(argv: list[str]) -> int:
 SUBCOMMANDS["tokenize"] = _tokenize_main
 
 
+def _chat_main(argv: list[str]) -> int:
+    from . import cli_chat
+
+    return cli_chat.main(argv)
+
+
+SUBCOMMANDS["chat"] = _chat_main
+
+
+def _generate_main(argv: list[str]) -> int:
+    parser = _build_parser()
+    check_llama_cpp_flags(argv, parser)
+    args = parser.parse_args(argv)
+    if args.version:
+        print(_core.build_info())
+        return 0
+    if not argv and sys.stdin.isatty():
+        parser.print_help()
+        return 0
+    apply_environment(args)
+    return cli_generate.run(args)
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe: later writes (and Python's flush at exit) go nowhere."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+def _error(text: str) -> None:
+    try:
+        print(f"ds4-cli: error: {text}", file=sys.stderr)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in SUBCOMMANDS:
-        try:
-            return SUBCOMMANDS[argv[0]](argv[1:])
-        except BrokenPipeError:
-            # The reader of our output went away (`ds4-cli info ... | head`): stop quietly,
-            # and keep Python's exit-time flush from complaining a second time.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 1
-    args = _build_parser().parse_args(argv)
     try:
-        if args.version:
-            print(_core.build_info())
-            return 0
+        if argv and argv[0] in SUBCOMMANDS:
+            return SUBCOMMANDS[argv[0]](argv[1:])
+        return _generate_main(argv)
+    except UsageError as e:
+        _error(str(e))
+        return EXIT_USAGE
     except Ds4rtError as e:
-        print(f"ds4-cli: error: {e}", file=sys.stderr)
-        return 1
-    if args.prompt is not None or args.ids is not None:
-        return cli_generate.run(args)
-    _build_parser().print_help()
-    return 0
+        _error(str(e))
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        try:
+            print("\nds4-cli: interrupted", file=sys.stderr)
+        except OSError:
+            pass
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader of our output went away (`ds4-cli ... | head`): stop quietly
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except OSError as e:  # a prompt file that cannot be read, ...
+        _error(f"{e.filename}: {e.strerror}" if e.filename else str(e))
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -1,14 +1,13 @@
 """ds4-cli generation mode: one-shot generation on a deepseek4 model.
 
     ds4-cli [-m TARGET] -p PROMPT [-n N] [--temp T --top-k K --top-p P --min-p M --seed S]
-    ds4-cli [-m TARGET] --ids 0,17,42 [-n N] ...
+    ds4-cli [-m TARGET] -f FILE | -p - | --ids 0,17,42 [...]      (or the prompt on stdin)
 
 The prompt is rendered with DeepSeek V4's chat template (BOS, <｜User｜>PROMPT<｜Assistant｜>,
 then </think> or, with --think, <think>) unless --raw asks for BOS + the text as is. The output
-is streamed as text through the model's tokenizer. Greedy by default. Without -m the embedded
-default pair is used (a small deepseek4 model trained by ds4rt and its trained DSpark support
-model, ds4rt/data/, docs/MODELS.md), with DSpark on unless --no-dspark; with -m, DSpark needs
---dspark and --support.
+is streamed as text. Greedy by default. Without -m the embedded default pair is used (a small
+deepseek4 model trained by ds4rt and its trained DSpark support model, ds4rt/data/,
+docs/MODELS.md), with DSpark on unless --no-dspark. docs/CLI.md describes every option.
 """
 
 from __future__ import annotations
@@ -16,150 +15,150 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
+from typing import Any
 
-from . import data
-from .dspark import SCHEDULERS, DSpark
-from .errors import Ds4rtError
-from .model import NUMERICS, Model
+from .cli_common import (
+    EXIT_INTERRUPTED,
+    INT32_MAX,
+    UsageError,
+    add_dspark_arguments,
+    add_model_arguments,
+    add_sampling_arguments,
+    generation_options,
+    load,
+    note,
+    read_text_file,
+    session_for,
+)
+from .generation import GenerationResult, StopReason
+from .model import Model
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("generation")
-    g.add_argument("-m", "--model", help="target GGUF (default: the embedded trained model)")
-    g.add_argument("-p", "--prompt", help="prompt text")
+    g = p.add_argument_group("prompt")
+    g.add_argument("-p", "--prompt", help="prompt text; '-' reads it from stdin")
+    g.add_argument("-f", "--file", help="read the prompt from FILE ('-': stdin)")
     g.add_argument("--ids", help="prompt as comma-separated token ids instead of text")
     g.add_argument("--raw", action="store_true", help="no chat template: BOS + the prompt text")
-    g.add_argument("--system", help="system text (chat template)")
-    g.add_argument("--think", action="store_true", help="thinking mode (chat template)")
-    g.add_argument(
-        "-n", "--n-predict", type=int, default=64, help="tokens to generate (default 64)"
-    )
-    g.add_argument("--temp", type=float, default=0.0, help="temperature; 0 = greedy (default)")
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--min-p", type=float, default=0.0)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--numerics", choices=NUMERICS, default="official")
-    g.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all)")
-    g.add_argument("-c", "--ctx", type=int, default=4096, help="context size in tokens")
-    g.add_argument(
-        "--ignore-eos", action="store_true", help="do not stop at the end-of-sequence token"
-    )
-    g.add_argument("--json", action="store_true", help="print a JSON record instead of text")
-    d = p.add_argument_group("DSpark speculative decoding")
-    d.add_argument(
-        "--support",
-        help="DSpark support GGUF (ds4 or llama.cpp dflash layout); "
-        "default without -m: the embedded one",
-    )
-    d.add_argument(
-        "--dspark",
-        action="store_true",
-        help="decode speculatively with the support model (the default without -m)",
-    )
-    d.add_argument(
-        "--no-dspark", action="store_true", help="plain decoding, also for the embedded pair"
-    )
-    d.add_argument(
-        "--confidence",
-        type=float,
-        default=0.5,
-        help="confidence threshold in [0, 1]; 0 disables pruning (default 0.5)",
-    )
-    d.add_argument("--scheduler", choices=SCHEDULERS, default="adaptive")
-    d.add_argument(
-        "--max-draft", type=int, default=0, help="drafts per cycle (default: the block size)"
-    )
-    d.add_argument(
-        "--stats", action="store_true", help="print the speculative stats line at the end"
-    )
-    d.add_argument("--stats-json", action="store_true", help="print the stats as JSON at the end")
+    g.add_argument("--json", action="store_true", help="print one JSON record instead of text")
+    add_model_arguments(p)
+    add_sampling_arguments(p, n_default=64)
+    add_dspark_arguments(p)
 
 
-def _prompt_ids(args: argparse.Namespace, model: Model) -> list[int]:
-    if args.ids is not None:
+def _prompt_text(args: argparse.Namespace) -> str:
+    if args.prompt == "-":
+        return read_text_file("-")
+    if args.prompt is not None:
+        return str(args.prompt)
+    if args.file is not None:
+        return read_text_file(args.file)
+    if not sys.stdin.isatty():
+        text = read_text_file("-")
+        if text:
+            return text
+    raise UsageError("give a prompt: -p TEXT, -f FILE, --ids IDS, or text on stdin")
+
+
+def _parse_ids(spec: str) -> list[int]:
+    ids = []
+    for part in spec.replace(" ", "").split(","):
+        if not part:
+            continue
         try:
-            return [int(x) for x in args.ids.replace(" ", "").split(",") if x]
-        except ValueError as e:
-            raise SystemExit(
-                f"ds4-cli: error: --ids must be comma-separated integers ({e})"
-            ) from None
+            v = int(part)
+        except ValueError:
+            raise UsageError(f"--ids must be comma-separated integers, not {part!r}") from None
+        if not 0 <= v <= INT32_MAX:
+            raise UsageError(f"--ids: {v} is outside [0, {INT32_MAX}]")
+        ids.append(v)
+    if not ids:
+        raise UsageError("--ids is empty")
+    return ids
+
+
+def prompt_ids(args: argparse.Namespace, model: Model, text: str | None) -> list[int]:
+    if args.ids is not None:
+        return _parse_ids(args.ids)
+    assert text is not None
     tok = model._need_tokenizer()
     if args.raw:
-        return tok.encode(args.prompt, add_bos=True)
+        return tok.encode(text, add_bos=True)
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
-        {"role": "user", "content": args.prompt}
+        {"role": "user", "content": text}
     ]
     return tok.encode_chat(messages, think="high" if args.think else "none")
 
 
+def timing_line(r: GenerationResult) -> str:
+    return f"ds4-cli: {r.timings.line()} | stop: {r.stop_reason}"
+
+
+def context_full_note(r: GenerationResult, n_ctx: int) -> None:
+    if r.stop_reason is StopReason.CONTEXT_FULL:
+        note(f"the context is full ({n_ctx} tokens); -c N allows a longer one")
+
+
+def record(path: str, r: GenerationResult) -> dict[str, Any]:
+    t = r.timings
+    return {
+        "model": path,
+        "prompt_ids": r.prompt_ids,
+        "ids": r.ids,
+        "text": r.text,
+        "stop_reason": str(r.stop_reason),
+        "stop_string": r.stop_string,
+        "seed": r.seed,
+        "timings": {
+            "prompt_tokens": t.prompt_tokens,
+            "prompt_seconds": t.prompt_seconds,
+            "prompt_tokens_per_second": t.prompt_tokens_per_second,
+            "generated_tokens": t.generated_tokens,
+            "generation_seconds": t.generation_seconds,
+            "generation_tokens_per_second": t.generation_tokens_per_second,
+        },
+        "spec_stats": r.spec_stats,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.prompt is None and args.ids is None:
-        print("ds4-cli: error: give a prompt with -p TEXT or --ids IDS", file=sys.stderr)
-        return 2
-    path = args.model or data.default_target()
-    try:
-        model = Model(path, numerics=args.numerics, n_threads=args.threads)
-        prompt = _prompt_ids(args, model)
-        dspark = None
-        if data.dspark_default(args.model, args.dspark, args.no_dspark):
-            support = args.support or (None if args.model else data.default_support())
-            if support is None:
-                print("ds4-cli: error: --dspark needs --support with -m", file=sys.stderr)
-                return 2
-            dspark = DSpark(model, support)
-        elif args.support and not args.no_dspark:
-            print(
-                "ds4-cli: note: --support given without --dspark: decoding without speculation",
-                file=sys.stderr,
-            )
-        block = dspark.block_size if dspark else 0
-        session = model.session(n_ctx=args.ctx, max_batch=max(32, block + 1))
-        stream = model.tokenizer.stream() if model.tokenizer and not args.json else None
-
-        def show(token: int) -> None:
-            if stream is not None:
-                sys.stdout.write(stream.push(token))
-                sys.stdout.flush()
-
-        t0 = time.perf_counter()
-        out = session.generate(
-            prompt,
-            max_tokens=args.n_predict,
-            temperature=args.temp,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            min_p=args.min_p,
-            seed=args.seed,
-            stop_at_eos=not args.ignore_eos,
-            on_token=show,
-            dspark=dspark,
-            confidence_threshold=args.confidence,
-            scheduler=args.scheduler,
-            scheduler_options={"max_draft": args.max_draft},
-        )
-        dt = time.perf_counter() - t0
-        if stream is not None:
-            sys.stdout.write(stream.flush() + "\n")
-    except Ds4rtError as e:
-        print(f"ds4-cli: error: {e}", file=sys.stderr)
-        return 1
-    if dspark is not None and args.stats:
-        print(session.spec_stats_line(), file=sys.stderr)
-    if dspark is not None and args.stats_json:
-        json.dump(session.spec_stats(), sys.stderr)
-        sys.stderr.write("\n")
-    if args.json:
-        text = model.detokenize(out) if model.tokenizer else None
-        rec = {"model": path, "prompt_ids": prompt, "ids": out, "text": text, "seconds": dt}
-        json.dump(rec, sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
-    else:
-        if stream is None:  # no tokenizer in the file: show the ids
-            print(",".join(str(t) for t in out))
-        print(
-            f"ds4-cli: {len(prompt)} prompt + {len(out)} generated tokens in {dt:.3f} s",
-            file=sys.stderr,
-        )
+    opts = generation_options(args)
+    text = None if args.ids is not None else _prompt_text(args)
+    loaded = load(args)
+    with loaded.model as model:
+        session = session_for(loaded, args)
+        prompt = prompt_ids(args, model, text)
+        out = sys.stdout
+        shown = False
+        interrupted = False
+        with session.stream(prompt, opts, dspark=loaded.dspark) as stream:
+            try:
+                for piece in stream:
+                    if not args.json and piece.text:
+                        out.write(piece.text)
+                        out.flush()
+                        shown = True
+            except KeyboardInterrupt:
+                interrupted = True
+        r = stream.result
+        assert r is not None
+        if shown:
+            out.write("\n")
+        if not args.json and model.tokenizer is None:  # nothing to show but the ids
+            print(",".join(str(t) for t in r.ids))
+        if args.json:
+            json.dump(record(loaded.path, r), out, ensure_ascii=False)
+            out.write("\n")
+        else:
+            print(timing_line(r), file=sys.stderr)
+        context_full_note(r, session.n_ctx)
+        if loaded.dspark is not None and args.stats:
+            print(session.spec_stats_line(), file=sys.stderr)
+        if loaded.dspark is not None and args.stats_json:
+            json.dump(session.spec_stats(), sys.stderr)
+            sys.stderr.write("\n")
+        out.flush()
+    if interrupted:
+        print("ds4-cli: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0

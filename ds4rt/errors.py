@@ -66,17 +66,30 @@ class InternalError(Ds4rtError):
     status = "DS4RT_ERR_INTERNAL"
 
 
-# Indexed by the numeric ds4rt_status value.
-BY_STATUS = {
-    1: InvalidArgumentError,
-    2: FileIOError,
-    3: FormatError,
-    4: UnsupportedError,
-    5: OutOfMemoryError,
-    6: OutOfRangeError,
-    7: NotFoundError,
-    8: MismatchError,
-    9: StateError,
-    10: BackendError,
-    11: InternalError,
+class ClosedError(StateError):
+    """The object was closed (``close()`` or the end of its ``with`` block), or the object it
+    depends on was (a session of a closed model)."""
+
+
+class BusyError(StateError):
+    """The session is in the middle of another call: from a second thread, or from a callback
+    of the running call. A session serves one call at a time."""
+
+
+# The error class of each failing ds4rt_status, by its C name (_core maps the header's values).
+BY_STATUS_NAME = {
+    cls.status: cls
+    for cls in (
+        InvalidArgumentError,
+        FileIOError,
+        FormatError,
+        UnsupportedError,
+        OutOfMemoryError,
+        OutOfRangeError,
+        NotFoundError,
+        MismatchError,
+        StateError,
+        BackendError,
+        InternalError,
+    )
 }

@@ -105,7 +105,8 @@ class GGUFFile:
     def metadata_truncated(self, max_array: int) -> tuple[dict[str, Any], dict[str, int]]:
         """Metadata with arrays longer than max_array cut to their first max_array elements,
         and {key: full length} of the cut ones."""
-        return self._h.metadata(max_array)
+        doc: tuple[dict[str, Any], dict[str, int]] = self._h.metadata(max_array)
+        return doc
 
     def kv_record(self, key: str) -> dict[str, Any]:
         """Where a key's record lies in the file (type, file_offset, value_offset, ...)."""

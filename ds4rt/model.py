@@ -1,36 +1,59 @@
 """Loading a DeepSeek V4 Flash (``deepseek4``) GGUF and running it.
 
-    model = ds4rt.Model("target.gguf")                 # official numerics
-    s = model.session(n_ctx=4096)
-    rows = s.logits([0, 17, 42])                       # teacher-forced logits, shape (3, n_vocab)
-    ids = s.generate([0, 17], max_tokens=16)           # greedy by default
+    with ds4rt.Model.default() as model:           # or ds4rt.Model("target.gguf")
+        s = model.session(n_ctx=4096)
+        print(s.generate("Hello", max_tokens=16))   # a GenerationResult; str() is the text
+        rows = s.logits([0, 17, 42])                 # teacher-forced logits, (3, n_vocab)
 
-A ``Model`` is read-only after loading and may be shared by sessions; a ``Session`` holds one
-context and must be used from one thread at a time.
+A ``Model`` is read-only after loading and may be shared by sessions and threads; a
+``Session`` holds one context and serves one call at a time (a second thread, or a callback
+calling back into its own session, gets ``BusyError``). ``close()`` (or leaving the ``with``
+block) frees the C objects at once; a closed object raises ``ClosedError``. Closing a model
+closes its sessions and support models.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
-from . import _core
+from . import _core, data
+from ._args import INT32_MAX, INT64_MAX, UINT32_MAX, UINT64_MAX, int_arg, number_arg, str_arg
+from .enums import BackendKind, TraceStage
 from .errors import StateError
+from .generation import (
+    DraftFn,
+    GenerationOptions,
+    GenerationResult,
+    Prompt,
+    StatsFn,
+    Stream,
+    TokenFn,
+    _Call,
+    resolve_options,
+)
+from .stats import stats_line, stats_to_dict
 from .tokenizer import Tokenizer
 
-NUMERICS = ("official", "llama.cpp")
+if TYPE_CHECKING:
+    from typing_extensions import Self, Unpack
 
-TRACE_STAGES = (
-    "layer_in",
-    "attn_in",
-    "attn_out",
-    "attn_hc",
-    "ffn_in",
-    "ffn_out",
-    "layer_out",
-    "head",
-)
+    from .dspark import DSpark
+    from .generation import GenerationKwargs
+
+NUMERICS = ("official", "llama.cpp")
+CACHE_POLICIES = ("auto", "off", "on")
+BACKENDS = tuple(b.name.lower() for b in sorted(BackendKind))
+
+#: ``progress(done_bytes, total_bytes)`` while a model loads (monotonic, ends at total).
+ProgressFn = Callable[[int, int], None]
+
+#: Names of the trace stages, by ds4rt_trace_stage value (see Session.set_trace).
+TRACE_STAGES = tuple(s.name.lower() for s in sorted(TraceStage))
 
 
 class Model:
@@ -41,22 +64,92 @@ class Model:
     llama.cpp b11739 ("llama.cpp-compatible numerics"). ``n_threads <= 0`` uses every CPU.
     ``cache`` is the Q8->F16 expansion cache policy ("auto", "off", "on", with
     ``cache_budget`` bytes); ``info["cache"]`` reports its state and why (docs/CACHE.md).
+    ``backend`` ("auto", "cpu", "cuda", "hip") and ``device`` pick where it runs: a backend this
+    build or machine lacks is a BackendError naming why, never a silent fallback;
+    ``info["backend"]`` and ``info["memory"]`` say where it runs and what it holds.
+    ``progress(done, total)`` is called with bytes as the weights are bound (or uploaded).
+    Ctrl-C during the load raises KeyboardInterrupt once the library returns.
     """
 
     def __init__(
         self,
-        path: str,
+        path: str | os.PathLike[str],
+        *,
         numerics: str = "official",
         n_threads: int = 0,
         cache: str = "auto",
         cache_budget: int = 0,
+        backend: str = "auto",
+        device: int = 0,
+        progress: ProgressFn | None = None,
     ):
-        self._m = _core._Model(path, numerics, n_threads, cache, cache_budget)
-        self.path = path
-        self.info = self._m.info()
+        self.path = os.fspath(path)
+        self._m = _core._Model(
+            self.path,
+            str_arg("numerics", numerics, NUMERICS),
+            int_arg("n_threads", n_threads, -INT32_MAX - 1, INT32_MAX),
+            str_arg("cache", cache, CACHE_POLICIES),
+            int_arg("cache_budget", cache_budget, 0, UINT64_MAX),
+            str_arg("backend", backend, BACKENDS),
+            int_arg("device", device, 0, INT32_MAX),
+            progress,
+        )
+        info = self._m.info()
+        self.n_vocab: int = info["n_vocab"]
+        self.eos_id: int = info["eos_id"]
+        self.bos_id: int = info["bos_id"]
         core_tok = self._m.tokenizer()
         #: the tokenizer stored in the model file (None if the file has none)
         self.tokenizer: Tokenizer | None = Tokenizer(core_tok) if core_tok is not None else None
+
+    @classmethod
+    def default(
+        cls,
+        *,
+        numerics: str = "official",
+        n_threads: int = 0,
+        cache: str = "auto",
+        cache_budget: int = 0,
+        backend: str = "auto",
+        device: int = 0,
+        progress: ProgressFn | None = None,
+    ) -> Model:
+        """The embedded default model (a tiny random-weight deepseek4 file shipped in the
+        package, ds4rt/data): every code path runs, the text it writes means nothing."""
+        return cls(
+            data.default_target(),
+            numerics=numerics,
+            n_threads=n_threads,
+            cache=cache,
+            cache_budget=cache_budget,
+            backend=backend,
+            device=device,
+            progress=progress,
+        )
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """Hyperparameters, numerics, threads and the cache's state (ds4rt_model_info)."""
+        info: dict[str, Any] = self._m.info()
+        return info
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._m.closed)
+
+    def close(self) -> None:
+        """Closes the model's sessions and support models, then frees the model."""
+        self._m.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"n_vocab={self.n_vocab}"
+        return f"<ds4rt.Model {self.path!r} {state}>"
 
     def _need_tokenizer(self) -> Tokenizer:
         if self.tokenizer is None:
@@ -74,17 +167,12 @@ class Model:
         """Token ids -> text (invalid UTF-8 shown as U+FFFD)."""
         return self._need_tokenizer().decode(ids, skip_special=skip_special)
 
-    @property
-    def n_vocab(self) -> int:
-        return self.info["n_vocab"]
-
-    @property
-    def eos_id(self) -> int:
-        return self.info["eos_id"]
-
-    @property
-    def bos_id(self) -> int:
-        return self.info["bos_id"]
+    def encode_chat(
+        self, messages: Iterable[Mapping[str, object]], *, think: bool | str | int = "none"
+    ) -> list[int]:
+        """Prompt ids of a conversation on the chat template, ending with the generation
+        prompt (Tokenizer.encode_chat; messages are dicts with "role" and "content")."""
+        return self._need_tokenizer().encode_chat(messages, think=think)
 
     def session(self, n_ctx: int = 4096, max_batch: int = 32) -> Session:
         """A new empty context of at most ``n_ctx`` tokens; ``max_batch`` tokens per pass."""
@@ -95,109 +183,204 @@ class Session:
     """One context on a model: evaluation, logits, rollback, capture, generation."""
 
     def __init__(self, model: Model, n_ctx: int = 4096, max_batch: int = 32):
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be a ds4rt.Model, not {type(model).__name__}")
         self.model = model
-        self._s = _core._Session(model._m, n_ctx, max_batch)
+        self._s = _core._Session(
+            model._m,
+            int_arg("n_ctx", n_ctx, -INT64_MAX - 1, INT64_MAX),  # the C library checks the domain
+            int_arg("max_batch", max_batch, 0, UINT32_MAX),
+        )
+        #: the result of the last generate()/stream() on this session, also when it was
+        #: interrupted or a callback raised (then with what was generated until then)
+        self.last_result: GenerationResult | None = None
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self._s.n_ctx)
+
+    @property
+    def max_batch(self) -> int:
+        return int(self._s.max_batch)
 
     @property
     def position(self) -> int:
         """Tokens in context."""
-        return self._s.position
+        return int(self._s.position)
 
-    def eval(self, tokens: Sequence[int]) -> None:
+    @property
+    def closed(self) -> bool:
+        return bool(self._s.closed)
+
+    def close(self) -> None:
+        """Frees the session (BusyError while a call on it is running)."""
+        self._s.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def eval(self, tokens: Sequence[int] | npt.NDArray[np.integer[Any]]) -> None:
         """Appends tokens to the context."""
         self._s.eval(tokens, False)
 
-    def logits(self, tokens: Sequence[int]) -> np.ndarray:
+    def logits(
+        self, tokens: Sequence[int] | npt.NDArray[np.integer[Any]]
+    ) -> npt.NDArray[np.float32]:
         """Appends tokens and returns their teacher-forced logits, shape (len(tokens), n_vocab)."""
-        return self._s.eval(tokens, True)
+        out: npt.NDArray[np.float32] = self._s.eval(tokens, True)
+        return out
 
-    def current_logits(self) -> np.ndarray | None:
+    def current_logits(self) -> npt.NDArray[np.float32] | None:
         """Logits after the last token in context (None if there are none)."""
-        return self._s.current_logits()
+        out: npt.NDArray[np.float32] | None = self._s.current_logits()
+        return out
 
     def truncate(self, n_tokens: int) -> None:
         """Rolls the context back to ``n_tokens`` (within the last forward pass)."""
-        self._s.truncate(n_tokens)
+        self._s.truncate(int_arg("n_tokens", n_tokens, -INT64_MAX - 1, INT64_MAX))
 
     def reset(self) -> None:
+        """Empties the context."""
         self._s.reset()
 
     def set_capture(self, layers: Sequence[int]) -> None:
         """Capture the HC-stream mean of these layers' outputs on every pass."""
         self._s.set_capture(list(layers))
 
-    def capture(self, slot: int) -> tuple[int, np.ndarray]:
+    def capture(self, slot: int) -> tuple[int, npt.NDArray[np.float32]]:
         """(first position, rows [n, n_embd]) captured for slot ``slot`` in the last pass."""
-        return self._s.capture(slot)
+        first, rows = self._s.capture(int_arg("slot", slot, 0, UINT32_MAX))
+        return int(first), rows
 
-    def set_trace(self, fn: Callable[[int, str, int, np.ndarray], None] | None) -> None:
-        """Calls ``fn(layer, stage, pos, data)`` between sublayers (see TRACE_STAGES)."""
+    def set_trace(
+        self, fn: Callable[[int, str, int, npt.NDArray[np.float32]], None] | None
+    ) -> None:
+        """Calls ``fn(layer, stage, pos, data)`` between sublayers (see TRACE_STAGES). An
+        exception in fn ends the running call and is raised by it."""
         if fn is None:
             self._s.set_trace(None)
+        elif not callable(fn):
+            raise TypeError(f"the trace function must be callable, not {type(fn).__name__}")
         else:
             self._s.set_trace(
                 lambda layer, stage, pos, data: fn(layer, TRACE_STAGES[stage], pos, data)
             )
 
-    def generate(
+    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+        """A text prompt through the model's tokenizer (marker strings such as <｜User｜> read
+        as their tokens, as llama.cpp reads prompts; BOS first when the context is empty), or
+        token ids checked as ids."""
+        if isinstance(prompt, str):
+            tok = self.model._need_tokenizer()
+            ids = tok.encode(prompt, special=True)
+            bos = tok.bos_id
+            if self.position == 0 and bos is not None and (not ids or ids[0] != bos):
+                ids.insert(0, bos)
+            return ids
+        ids_arr = _core.token_ids(prompt, "prompt")
+        out: list[int] = ids_arr.tolist()
+        return out
+
+    def _call(
         self,
-        prompt: Sequence[int],
-        max_tokens: int = 128,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        min_p: float = 0.0,
-        seed: int = 0,
-        stop_at_eos: bool = True,
-        on_token: Callable[[int], bool | None] | None = None,
+        prompt: Prompt,
+        options: GenerationOptions | None,
+        overrides: dict[str, Any],
         *,
-        dspark=None,
-        draft: Callable | None = None,
-        confidence_threshold: float = 0.5,
-        scheduler: str = "adaptive",
-        scheduler_options: dict | None = None,
-        on_stats: Callable[[dict, bool], None] | None = None,
-    ) -> list[int]:
-        """Evaluates ``prompt`` (appended to the context) and samples up to ``max_tokens`` ids.
-
-        Greedy when ``temperature <= 0``. ``on_token(id)`` returning False stops generation.
-        Speculative decoding with ``dspark=`` (a ds4rt.DSpark) or ``draft=`` (a host drafter,
-        see ds4rt.dspark): ``confidence_threshold`` (DSpark; 0 disables pruning),
-        ``scheduler`` ("adaptive", "always", "off") and ``scheduler_options`` (the fields of
-        ds4rt_scheduler_params), ``on_stats(stats, final)`` after every cycle and at the end.
-        The context afterwards holds the prompt and every generated token either way.
-        """
-        from .dspark import make_stats_callback
-
-        return _core._generate(
-            self._s,
+        dspark: DSpark | None,
+        draft: DraftFn | None,
+        on_token: TokenFn | None,
+        on_stats: StatsFn | None,
+        streaming: bool,
+    ) -> _Call:
+        opts = resolve_options(options, overrides)
+        if opts.stop and self.model.tokenizer is None:
+            raise StateError(f"{self.model.path} carries no tokenizer: stop strings need one")
+        return _Call(
+            self,
             prompt,
-            max_tokens,
-            temperature,
-            top_k,
-            top_p,
-            min_p,
-            seed,
-            stop_at_eos,
-            on_token,
-            dspark._d if dspark is not None else None,
-            draft,
-            confidence_threshold,
-            scheduler,
-            dict(scheduler_options or {}),
-            make_stats_callback(on_stats) if on_stats is not None else None,
+            opts,
+            dspark=dspark,
+            draft=draft,
+            on_token=on_token,
+            on_stats=on_stats,
+            emit=None,
+            check_signals=not streaming,
         )
 
-    def spec_stats(self) -> dict:
-        """Cumulative speculative-decoding statistics of this session (see ds4rt_spec_stats)."""
-        from .dspark import stats_to_dict
+    def generate(
+        self,
+        prompt: Prompt,
+        options: GenerationOptions | None = None,
+        /,
+        *,
+        dspark: DSpark | None = None,
+        draft: DraftFn | None = None,
+        on_token: TokenFn | None = None,
+        on_stats: StatsFn | None = None,
+        **overrides: Unpack[GenerationKwargs],
+    ) -> GenerationResult:
+        """Evaluates ``prompt`` (text or ids, appended to the context) and generates.
 
+        Options: ``options`` and/or keywords (the fields of GenerationOptions: max_tokens,
+        temperature, top_k, top_p, min_p, seed, stop_at_eos, stop, skip_special,
+        confidence_threshold, scheduler). Speculative decoding with ``dspark=`` (a
+        ds4rt.DSpark) or ``draft=`` (a host drafter); greedy output is the same token for
+        token. ``on_token(id)`` returning False stops; ``on_stats(stats, final)`` after every
+        speculative cycle and at the end.
+
+        Ctrl-C stops generation after the current token (or pass of the prompt) and raises
+        KeyboardInterrupt; an exception in a callback stops it at once and is re-raised. In
+        both cases ``last_result`` holds what was generated, and the context holds exactly
+        the prompt and those ids (the prompt's evaluated part, if it was stopped there).
+        """
+        return self._call(
+            prompt,
+            options,
+            dict(overrides),
+            dspark=dspark,
+            draft=draft,
+            on_token=on_token,
+            on_stats=on_stats,
+            streaming=False,
+        )()
+
+    def stream(
+        self,
+        prompt: Prompt,
+        options: GenerationOptions | None = None,
+        /,
+        *,
+        dspark: DSpark | None = None,
+        draft: DraftFn | None = None,
+        on_stats: StatsFn | None = None,
+        **overrides: Unpack[GenerationKwargs],
+    ) -> Stream:
+        """As generate(), but returns at once a Stream that yields Pieces (text and ids) as
+        they are produced; ``stream.result`` is the GenerationResult at the end. Callbacks
+        (draft, on_stats) run on the stream's worker thread."""
+        return Stream(
+            self._call(
+                prompt,
+                options,
+                dict(overrides),
+                dspark=dspark,
+                draft=draft,
+                on_token=None,
+                on_stats=on_stats,
+                streaming=True,
+            )
+        )
+
+    def spec_stats(self) -> dict[str, Any]:
+        """Cumulative speculative-decoding statistics of this session (see ds4rt_spec_stats)."""
         return stats_to_dict(_core._session_stats(self._s))
 
     def spec_stats_line(self) -> str:
         """The same statistics in ds4's one-line format (plus ds4rt's fields)."""
-        from .dspark import stats_line
-
         return stats_line(_core._session_stats(self._s))
 
     def reset_spec_stats(self) -> None:
@@ -210,16 +393,37 @@ class Sampler:
     def __init__(
         self,
         n_vocab: int,
+        *,
         temperature: float = 0.0,
         top_k: int = 0,
         top_p: float = 1.0,
         min_p: float = 0.0,
         seed: int = 0,
     ):
-        self._s = _core._Sampler(n_vocab, temperature, top_k, top_p, min_p, seed)
+        self._s = _core._Sampler(
+            int_arg("n_vocab", n_vocab, 1, UINT32_MAX),
+            number_arg("temperature", temperature),
+            int_arg("top_k", top_k, -INT32_MAX - 1, INT32_MAX),
+            number_arg("top_p", top_p),
+            number_arg("min_p", min_p),
+            int_arg("seed", seed, 0, UINT64_MAX),
+        )
 
-    def sample(self, logits: np.ndarray) -> int:
-        return self._s.sample(logits)
+    def sample(self, logits: npt.ArrayLike) -> int:
+        return int(self._s.sample(logits))
 
-    def probs(self, logits: np.ndarray) -> np.ndarray:
-        return self._s.probs(logits)
+    def probs(self, logits: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        out: npt.NDArray[np.float32] = self._s.probs(logits)
+        return out
+
+
+__all__ = [
+    "BACKENDS",
+    "CACHE_POLICIES",
+    "NUMERICS",
+    "TRACE_STAGES",
+    "Model",
+    "ProgressFn",
+    "Sampler",
+    "Session",
+]

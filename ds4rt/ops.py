@@ -12,9 +12,17 @@ activations are rounded, and the results' exactness.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 from . import _core
+from .enums import QType
+
+#: Raw tensor bytes: bytes-like, or a numpy array whose memory is the data.
+RawBytes = bytes | bytearray | memoryview | npt.NDArray[Any]
+_F32 = npt.NDArray[np.float32]
 
 __all__ = [
     "COMPUTE_TYPES",
@@ -31,42 +39,8 @@ __all__ = [
     "type_id",
 ]
 
-TYPE_IDS = {
-    "F32": 0,
-    "F16": 1,
-    "Q4_0": 2,
-    "Q4_1": 3,
-    "Q5_0": 6,
-    "Q5_1": 7,
-    "Q8_0": 8,
-    "Q8_1": 9,
-    "Q2_K": 10,
-    "Q3_K": 11,
-    "Q4_K": 12,
-    "Q5_K": 13,
-    "Q6_K": 14,
-    "Q8_K": 15,
-    "IQ2_XXS": 16,
-    "IQ2_XS": 17,
-    "IQ3_XXS": 18,
-    "IQ1_S": 19,
-    "IQ4_NL": 20,
-    "IQ3_S": 21,
-    "IQ2_S": 22,
-    "IQ4_XS": 23,
-    "I8": 24,
-    "I16": 25,
-    "I32": 26,
-    "I64": 27,
-    "F64": 28,
-    "IQ1_M": 29,
-    "BF16": 30,
-    "TQ1_0": 34,
-    "TQ2_0": 35,
-    "MXFP4": 39,
-    "NVFP4": 40,
-    "Q1_0": 41,
-}
+# ggml type names -> ids (ds4rt_qtype, from the header through ds4rt.enums).
+TYPE_IDS = {t.name: int(t) for t in QType if t is not QType.COUNT}
 
 # The types the CPU backend dequantises and multiplies with.
 COMPUTE_TYPES = (
@@ -113,13 +87,20 @@ def row_bytes(qtype: str | int, n: int) -> int:
     return int(_core.quant_row_bytes(type_id(qtype), int(n)))
 
 
-def dequantize(raw, qtype: str | int, n: int) -> np.ndarray:
+def dequantize(raw: RawBytes, qtype: str | int, n: int) -> _F32:
     """The first n elements of raw GGUF tensor bytes of qtype, as float32[n] (bit-exact with
     gguf.quants.dequantize)."""
     return _core.quant_dequantize(_as_bytes(raw), type_id(qtype), int(n))
 
 
-def matmul(raw_weight, qtype: str | int, rows: int, cols: int, x, n_threads: int = 0) -> np.ndarray:
+def matmul(
+    raw_weight: RawBytes,
+    qtype: str | int,
+    rows: int,
+    cols: int,
+    x: npt.ArrayLike,
+    n_threads: int = 0,
+) -> _F32:
     """y = x @ W.T for W[rows][cols] given as raw GGUF bytes of qtype and x[n_tok][cols]
     (a 1-D x is one token and gives a 1-D y). n_threads <= 0: one thread per available CPU."""
     xa = np.asarray(x, dtype=np.float32)
@@ -138,7 +119,9 @@ def activation_block(qtype: str | int) -> int:
     return _ACT_BLOCK.get(_name(qtype), 256)
 
 
-def quantize_activation(qtype: str | int, x) -> tuple[np.ndarray | None, np.ndarray]:
+def quantize_activation(
+    qtype: str | int, x: npt.ArrayLike
+) -> tuple[npt.NDArray[np.int8] | None, _F32]:
     """x (float32[n]) rounded as the matmul rounds it for weights of qtype.
 
     Integer pairs (Q8_0, Q8_K): returns (q int8[n], scales float32[n // block]) with
@@ -206,12 +189,12 @@ def random_weights(
     offs, bsz, _ = _SCALE_FIELDS[name]
     raw = rng.integers(0, 256, size=(nbytes // bsz, bsz), dtype=np.uint8)
     for off in offs:
-        d = (scale * (0.2 + rng.random(raw.shape[0]))).astype(np.float16)
+        d = np.asarray(scale * (0.2 + rng.random(raw.shape[0])), dtype=np.float16)
         raw[:, off : off + 2] = d.view(np.uint8).reshape(-1, 2)
     return raw.tobytes()
 
 
-def _as_bytes(raw):
+def _as_bytes(raw: RawBytes) -> Any:
     if isinstance(raw, np.ndarray):
         return np.ascontiguousarray(raw).view(np.uint8).ravel()
     return raw

@@ -16,49 +16,38 @@ U+FFFD like any invalid sequence); ``bytes`` are taken as they are. See docs/TOK
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Iterable, Mapping, Sequence
 
 from . import _core
+from .enums import ChatRole, DetokenizeFlag, ThinkMode, TokenizeFlag, TokenType
 
 __all__ = ["StreamDecoder", "ThinkMode", "TokenType", "Tokenizer", "render_chat"]
 
 
-class TokenType(enum.IntEnum):
-    """GGUF token types (ds4rt_token_type)."""
+_PARSE_CONTROL = TokenizeFlag.PARSE_CONTROL
+_PARSE_USER_DEFINED = TokenizeFlag.PARSE_USER_DEFINED
+_STRICT_UTF8 = TokenizeFlag.STRICT_UTF8
+_ADD_BOS = TokenizeFlag.ADD_BOS
+_SKIP_CONTROL = DetokenizeFlag.SKIP_CONTROL
+_REPLACE_INVALID = DetokenizeFlag.REPLACE_INVALID
 
-    UNDEFINED = 0
-    NORMAL = 1
-    UNKNOWN = 2
-    CONTROL = 3
-    USER_DEFINED = 4
-    UNUSED = 5
-    BYTE = 6
-
-
-class ThinkMode(enum.IntEnum):
-    """Chat template thinking modes (ds4rt_think_mode)."""
-
-    NONE = 0
-    HIGH = 1
-    MAX = 2
-
-
-# ds4rt_tokenize_flags / ds4rt_detokenize_flags
-_PARSE_CONTROL = 1
-_PARSE_USER_DEFINED = 2
-_STRICT_UTF8 = 4
-_ADD_BOS = 8
-_SKIP_CONTROL = 1
-_REPLACE_INVALID = 2
-
-_ROLES = {"system": 0, "developer": 0, "user": 1, "assistant": 2, "tool": 3, "function": 3}
+# Roles by name ("developer" and "function" are aliases that OpenAI-style messages use).
+_ROLES = {
+    "system": ChatRole.SYSTEM,
+    "developer": ChatRole.SYSTEM,
+    "user": ChatRole.USER,
+    "assistant": ChatRole.ASSISTANT,
+    "tool": ChatRole.TOOL,
+    "function": ChatRole.TOOL,
+}
 
 
 def _as_bytes(text: str | bytes | bytearray | memoryview) -> bytes:
     if isinstance(text, str):
         return text.encode("utf-8", "surrogatepass")
+    if not isinstance(text, (bytes, bytearray, memoryview)):
+        raise TypeError(f"text must be str or bytes, not {type(text).__name__}")
     return bytes(text)
 
 
@@ -88,7 +77,7 @@ def _think_mode(think: bool | str | int) -> int:
 
 
 def _messages(messages: Iterable[Mapping[str, object]]) -> list[tuple[int, bytes, bytes | None]]:
-    out = []
+    out: list[tuple[int, bytes, bytes | None]] = []
     for i, m in enumerate(messages):
         role = m.get("role")
         if role not in _ROLES:
@@ -97,9 +86,11 @@ def _messages(messages: Iterable[Mapping[str, object]]) -> list[tuple[int, bytes
         reasoning = m.get("reasoning", m.get("reasoning_content"))
         if not isinstance(content, (str, bytes)):
             raise TypeError(f"message {i}: content must be str or bytes")
+        if reasoning is not None and not isinstance(reasoning, (str, bytes)):
+            raise TypeError(f"message {i}: reasoning must be str or bytes")
         out.append(
             (
-                _ROLES[role],
+                int(_ROLES[role]),
                 _as_bytes(content),
                 None if reasoning is None else _as_bytes(reasoning),
             )
@@ -147,10 +138,28 @@ class StreamDecoder:
 
 
 class Tokenizer:
-    """A byte-level BPE tokenizer with the DeepSeek V4 pre-tokenizer (C core)."""
+    """A byte-level BPE tokenizer with the DeepSeek V4 pre-tokenizer (C core).
 
-    def __init__(self, core: object):
+    A tokenizer made by from_gguf/from_arrays is a context manager whose close() frees it; a
+    model's tokenizer (``model.tokenizer``) belongs to the model and closes with it. A closed
+    tokenizer raises ClosedError."""
+
+    def __init__(self, core: _core._Tokenizer):
         self._t = core
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._t.closed)
+
+    def close(self) -> None:
+        """Frees a tokenizer of its own (a model's tokenizer is left to its model)."""
+        self._t.close()
+
+    def __enter__(self) -> Tokenizer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_gguf(cls, path: str | os.PathLike[str]) -> Tokenizer:
@@ -180,15 +189,15 @@ class Tokenizer:
         )
 
     def __len__(self) -> int:
-        return self._t.n_tokens
+        return int(self._t.n_tokens)
 
     @property
     def n_tokens(self) -> int:
-        return self._t.n_tokens
+        return int(self._t.n_tokens)
 
     @property
     def n_merges(self) -> int:
-        return self._t.n_merges
+        return int(self._t.n_merges)
 
     @property
     def bos_id(self) -> int | None:
@@ -214,7 +223,8 @@ class Tokenizer:
         reading as U+FFFD. add_bos: prepend BOS."""
         flags = _special_flags(special) | (_STRICT_UTF8 if strict else 0)
         flags |= _ADD_BOS if add_bos else 0
-        return self._t.encode(_as_bytes(text), flags).tolist()
+        ids: list[int] = self._t.encode(_as_bytes(text), flags).tolist()
+        return ids
 
     def split(self, text: str | bytes, *, special: bool | str = False) -> list[str]:
         """The pieces BPE sees (pre-tokenizer output, added tokens as their own pieces)."""
@@ -230,18 +240,18 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], *, skip_special: bool = False) -> str:
         """Text of ids; bytes that are not valid UTF-8 read as U+FFFD."""
         flags = (_SKIP_CONTROL if skip_special else 0) | _REPLACE_INVALID
-        return self._t.decode(list(ids), flags).decode("utf-8")
+        return bytes(self._t.decode(list(ids), flags)).decode("utf-8")
 
     def decode_bytes(self, ids: Iterable[int], *, skip_special: bool = False) -> bytes:
         """The exact bytes of ids (may be invalid or cut UTF-8)."""
-        return self._t.decode(list(ids), _SKIP_CONTROL if skip_special else 0)
+        return bytes(self._t.decode(list(ids), _SKIP_CONTROL if skip_special else 0))
 
     def stream(self, *, skip_special: bool = False) -> StreamDecoder:
         return StreamDecoder(self, skip_special=skip_special)
 
     def id_to_token(self, token_id: int) -> str:
         """Stored string of a token (byte-level form for BPE tokens)."""
-        return self._t.token(token_id)[0].decode("utf-8", "replace")
+        return bytes(self._t.token(token_id)[0]).decode("utf-8", "replace")
 
     def token_type(self, token_id: int) -> TokenType:
         return TokenType(self._t.token(token_id)[1])
@@ -262,7 +272,7 @@ class Tokenizer:
     ) -> list[int]:
         """Prompt ids of a conversation (see render_chat): template markers by id, the text
         between them encoded as plain text unless special_in_content asks otherwise."""
-        return _core._chat_render_ids(
+        ids: list[int] = _core._chat_render_ids(
             self._t,
             _messages(messages),
             _think_mode(think),
@@ -270,5 +280,6 @@ class Tokenizer:
             int(tool_context),
             _special_flags(special_in_content),
         ).tolist()
+        return ids
 
     render_chat = staticmethod(render_chat)

@@ -91,12 +91,12 @@ def test_1_0_host_model_and_info(host_output, today):
 def test_1_0_host_generation_matches_todays_api(host_output, today):
     model, dspark = today
     s = model.session(n_ctx=256)
-    greedy = s.generate(PROMPT, max_tokens=16, stop_at_eos=False)
+    greedy = s.generate(PROMPT, max_tokens=16, stop_at_eos=False).ids
     assert ids(host_output["greedy"]) == greedy and len(greedy) == 16
     s.reset()
     sampled = s.generate(
         PROMPT, max_tokens=16, temperature=0.8, top_k=20, seed=42, stop_at_eos=False
-    )
+    ).ids
     assert ids(host_output["sampled"]) == sampled
     assert sampled != greedy
     # speculative greedy output is plain greedy output, whichever drafter
@@ -104,7 +104,7 @@ def test_1_0_host_generation_matches_todays_api(host_output, today):
     assert ids(host_output["dspark_off"]) == greedy
     assert ids(host_output["host"]) == greedy
     s.reset()
-    assert s.generate(PROMPT, max_tokens=16, stop_at_eos=False, dspark=dspark) == greedy
+    assert s.generate(PROMPT, max_tokens=16, stop_at_eos=False, dspark=dspark).ids == greedy
 
 
 def test_1_0_host_speculative_statistics(host_output):

@@ -27,7 +27,7 @@ def test_greedy_generation_on_the_default_model_matches_the_api(capsys):
     assert cli.main(["--ids", "0,5,9,100", "-n", "12", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     s = ds4rt.Model(data.default_target()).session()
-    assert rec["ids"] == s.generate([0, 5, 9, 100], max_tokens=12)
+    assert rec["ids"] == s.generate([0, 5, 9, 100], max_tokens=12).ids
     assert rec["prompt_ids"] == [0, 5, 9, 100] and len(rec["ids"]) <= 12
 
 
@@ -61,12 +61,13 @@ def test_text_prompt_uses_the_chat_template_and_streams_text(capsys):
     m = ds4rt.Model(data.default_target())
     prompt = m.tokenizer.encode_chat([{"role": "user", "content": "Hello"}])
     assert prompt[0] == m.bos_id  # BOS <｜User｜>Hello<｜Assistant｜></think>
-    want = m.session().generate(prompt, max_tokens=10)
+    want = m.session().generate(prompt, max_tokens=10).ids
+    text = m.detokenize(want, skip_special=True)  # control tokens (EOS) are not shown
     assert cli.main(["-p", "Hello", "-n", "10"]) == 0
-    assert capsys.readouterr().out == m.detokenize(want) + "\n"
+    assert capsys.readouterr().out == text + "\n"
     assert cli.main(["-p", "Hello", "-n", "10", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
-    assert rec["prompt_ids"] == prompt and rec["ids"] == want and rec["text"] == m.detokenize(want)
+    assert rec["prompt_ids"] == prompt and rec["ids"] == want and rec["text"] == text
 
 
 def test_raw_prompt_and_thinking_mode(capsys):

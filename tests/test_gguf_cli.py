@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -120,11 +121,17 @@ def test_info_bad_file(tmp_path, model, capsys, mode):
     assert "byte" in err and err.count("\n") == 1
 
 
-def test_dispatch_keeps_version_and_generation_mode(capsys):
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_dispatch_keeps_version_and_generation_mode(capsys, monkeypatch):
     rc, out, _ = run(capsys, "--version")
     assert rc == 0 and out.strip() == cli._core.build_info()
+    monkeypatch.setattr(sys, "stdin", _Terminal())  # no arguments, nothing piped in: the help
     rc, out, _ = run(capsys)
-    assert rc == 0 and "usage: ds4-cli" in out and "subcommands: info" in out
+    assert rc == 0 and "usage: ds4-cli" in out and "subcommands: chat, info" in out
     with pytest.raises(SystemExit) as e:
         cli.main(["info"])  # PATH is required
     assert e.value.code == 2

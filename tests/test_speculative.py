@@ -32,7 +32,7 @@ def prompt(n, seed, vocab=512):
 
 
 def plain(model, toks, n, **kw):
-    return model.session(max_batch=32).generate(toks, max_tokens=n, stop_at_eos=False, **kw)
+    return model.session(max_batch=32).generate(toks, max_tokens=n, stop_at_eos=False, **kw).ids
 
 
 class Oracle:
@@ -68,7 +68,7 @@ def test_greedy_dspark_output_equals_plain_output(model, dspark, n_prompt, n_gen
                 scheduler=sched,
                 confidence_threshold=threshold,
                 stop_at_eos=False,
-            )
+            ).ids
             assert got == want, (sched, threshold)
             # the context holds prompt + output, exactly as plain generation leaves it
             assert s.position == len(toks) + n_gen
@@ -88,7 +88,7 @@ def test_greedy_output_is_unchanged_by_forced_drafters(model, mode):
         draft=Oracle(toks + want, model.n_vocab, mode),
         scheduler="always",
         stop_at_eos=False,
-    )
+    ).ids
     assert got == want
     st = s.spec_stats()
     if mode == "right":
@@ -120,7 +120,7 @@ def test_adaptive_scheduler_drafts_full_length_for_an_always_right_drafter(model
         max_tokens=200,
         draft=Oracle(toks + want, model.n_vocab, "right"),
         stop_at_eos=False,
-        scheduler_options={"max_draft": 8},
+        scheduler=ds4rt.SchedulerOptions(max_draft=8),
     )
     st = s.spec_stats()
     hist = st["draft_len_hist"]
@@ -134,7 +134,7 @@ def test_scheduler_off_never_drafts(model, dspark):
     s = model.session(max_batch=16)
     assert s.generate(
         toks, max_tokens=20, dspark=dspark, scheduler="off", stop_at_eos=False
-    ) == plain(model, toks, 20)
+    ).ids == plain(model, toks, 20)
     st = s.spec_stats()
     reasons = st["no_draft_by_reason"]
     assert st["proposed"] == 0 and reasons["scheduler_off"] + reasons["tail"] == st["cycles"] > 0
@@ -182,7 +182,7 @@ def test_eos_inside_accepted_drafts_ends_generation(fl, tmp_path):
     path = tmp_path / "eos.gguf"
     rewrite(str(fl.target), str(path), set_keys={"tokenizer.ggml.eos_token_id": (stop, VT.UINT32)})
     m = ds4rt.Model(str(path))
-    want = m.session(max_batch=32).generate(toks, max_tokens=30)
+    want = m.session(max_batch=32).generate(toks, max_tokens=30).ids
     assert want == cont[: first + 1] and want[-1] == m.eos_id
     full = toks + cont
 
@@ -191,7 +191,7 @@ def test_eos_inside_accepted_drafts_ends_generation(fl, tmp_path):
         return [full[n + i] if n + i < len(full) else 3 for i in range(k)]
 
     s = m.session(max_batch=32)
-    assert s.generate(toks, max_tokens=30, draft=right, scheduler="always") == want
+    assert s.generate(toks, max_tokens=30, draft=right, scheduler="always").ids == want
     st = s.spec_stats()
     assert st["accepted_draft"] > 0 and st["tokens"] == len(want)
     # the drafts after the EOS were dropped from the context too, not only from the output
@@ -208,7 +208,7 @@ def pair_distribution(model, toks, runs, **kw):
         out = tuple(
             s.generate(
                 toks, max_tokens=2, temperature=0.9, top_k=3, seed=seed, stop_at_eos=False, **kw
-            )
+            ).ids
         )
         counts[out] = counts.get(out, 0) + 1
     return counts
@@ -332,7 +332,7 @@ def test_bad_speculative_setups(model, dspark, tmp_path_factory):
         s.generate([0, 5], max_tokens=4, dspark=dspark)
     with pytest.raises(ValueError, match="scheduler must be"):
         model.session().generate([0], max_tokens=2, dspark=dspark, scheduler="sometimes")
-    with pytest.raises(ds4rt.errors.InvalidArgumentError, match="confidence_threshold"):
+    with pytest.raises(ValueError, match="confidence_threshold"):
         model.session().generate([0], max_tokens=2, dspark=dspark, confidence_threshold=1.5)
     other = ds4rt.Model(str(tiny(tmp_path_factory, "float").target))
     with pytest.raises(ds4rt.errors.MismatchError, match="another target"):
@@ -350,6 +350,8 @@ def test_generation_stops_at_a_full_context_the_same_way(model, dspark):
     outs = []
     for kw in ({}, {"dspark": dspark, "scheduler": "always"}):
         s = model.session(n_ctx=30, max_batch=16)
-        outs.append(s.generate(toks, max_tokens=50, stop_at_eos=False, **kw))
-        assert s.position == 30  # prompt + every generated token that fit
-    assert outs[0] == outs[1] and len(outs[0]) == 21  # the last one is sampled, not evaluated
+        r = s.generate(toks, max_tokens=50, stop_at_eos=False, **kw)
+        outs.append(r.ids)
+        assert r.stop_reason is ds4rt.StopReason.CONTEXT_FULL
+        assert s.position == 30  # prompt + every generated token, all of them in the context
+    assert outs[0] == outs[1] and len(outs[0]) == 20

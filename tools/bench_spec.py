@@ -41,7 +41,7 @@ def run(model, prompt, n, repeats, max_batch, **kw):
     for _ in range(repeats):
         s = model.session(n_ctx=len(prompt) + n + 8, max_batch=max_batch)
         t0 = time.perf_counter()
-        got = s.generate(prompt, max_tokens=n, stop_at_eos=False, **kw)
+        got = s.generate(prompt, max_tokens=n, stop_at_eos=False, **kw).ids
         times.append(time.perf_counter() - t0)
         if out is not None and got != out:
             raise RuntimeError("non-deterministic output")

@@ -47,16 +47,22 @@ ds4rt_status ds4rt_fail_context(ds4rt_status status, const char *fmt, ...) {
     int n = vsnprintf(tls_error, sizeof tls_error, fmt, ap);
     va_end(ap);
     size_t used = n < 0 ? 0 : ((size_t)n < sizeof tls_error ? (size_t)n : sizeof tls_error - 1);
-    size_t room = sizeof tls_error - used;
-    if (room > 2) {
+    size_t len = strnlen(old, sizeof old);
+    /* names are said once: a message that begins with the word the context ends with ("PATH:
+     * ..." from the GGUF reader, under the context "DSpark support PATH") is joined on it */
+    const char *colon = memchr(old, ':', len);
+    size_t k = colon ? (size_t)(colon - old) : 0;
+    if (k > 0 && k <= used && memcmp(tls_error + used - k, old, k) == 0 &&
+        (used == k || tls_error[used - k - 1] == ' ')) {
+        used -= k;
+    } else if (used + 2 < sizeof tls_error) {
         tls_error[used++] = ':';
         tls_error[used++] = ' ';
-        room -= 2;
-        size_t len = strnlen(old, sizeof old);
-        if (len >= room) len = room - 1;
-        memcpy(tls_error + used, old, len);
-        tls_error[used + len] = '\0';
     }
+    size_t room = sizeof tls_error - used;
+    if (len >= room) len = room - 1;
+    memcpy(tls_error + used, old, len);
+    tls_error[used + len] = '\0';
     return status;
 }
 

@@ -22,7 +22,8 @@
 ds4rt_status ds4rt_fail(ds4rt_status status, const char *fmt, ...) DS4RT_PRINTF(2, 3);
 
 /* Prepends "prefix: " to the calling thread's current error message (adds context on the way
- * up, e.g. the file path) and returns `status`. */
+ * up, e.g. the file path) and returns `status`. A message that already begins with the prefix's
+ * last word (a path the reader named) keeps one mention of it. */
 ds4rt_status ds4rt_fail_context(ds4rt_status status, const char *fmt, ...) DS4RT_PRINTF(2, 3);
 
 /* Copies the calling thread's last error message into `dst` (a handle's own message). */
