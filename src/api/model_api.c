@@ -5,6 +5,7 @@
 
 #include "api_internal.h"
 #include "internal.h"
+#include "threadpool.h"
 
 DS4RT_API ds4rt_model_params ds4rt_model_default_params(void) {
     ds4rt_model_params p;
@@ -40,8 +41,11 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
     ds4rt_model *m = calloc(1, sizeof *m);
     if (m == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "model");
     m->params = p;
-    ds4rt_status st = ds4rt_gguf_open(path, &m->gguf);
-    if (st == DS4RT_OK) st = ds4rt_target_bind(m->gguf, p.numerics == DS4RT_NUMERICS_OFFICIAL, &m->target);
+    /* the backend first: binding checks every op and type the model needs against it */
+    ds4rt_status st = ds4rt_backend_open(DS4RT_BKIND_AUTO, 0, p.n_threads, &m->backend);
+    if (st == DS4RT_OK) st = ds4rt_gguf_open(path, &m->gguf);
+    if (st == DS4RT_OK)
+        st = ds4rt_target_bind(m->gguf, p.numerics == DS4RT_NUMERICS_OFFICIAL, m->backend, &m->target);
     /* a file with tokenizer metadata must have a valid tokenizer; a file without any is used
      * with token ids only */
     if (st == DS4RT_OK && ds4rt_gguf_find_kv(m->gguf, "tokenizer.ggml.tokens") != NULL) {
@@ -66,6 +70,7 @@ DS4RT_API void ds4rt_model_free(ds4rt_model *m) {
     ds4rt_tokenizer_free(m->tokenizer);
     ds4rt_target_free(&m->target);
     ds4rt_gguf_close(m->gguf);
+    ds4rt_backend_close(m->backend);
     free(m);
 }
 
