@@ -18,12 +18,23 @@ cdef extern from "ds4rt.h":
         DS4RT_CACHE_AUTO
         DS4RT_CACHE_OFF
         DS4RT_CACHE_ON
+    ctypedef enum ds4rt_backend_kind:
+        DS4RT_BACKEND_AUTO
+        DS4RT_BACKEND_CPU
+        DS4RT_BACKEND_CUDA
+        DS4RT_BACKEND_HIP
+    ctypedef void (*ds4rt_progress_fn)(void *user, uint64_t done_bytes,
+                                       uint64_t total_bytes) noexcept
     ctypedef struct ds4rt_model_params:
         size_t size
         int32_t n_threads
         ds4rt_numerics numerics
         ds4rt_cache_policy cache_policy
         uint64_t cache_budget_bytes
+        int32_t backend
+        int32_t device
+        ds4rt_progress_fn progress
+        void *progress_user
     ctypedef struct ds4rt_model_info:
         size_t size
         uint32_t n_layer
@@ -46,6 +57,15 @@ cdef extern from "ds4rt.h":
         uint64_t cache_hits
         uint64_t cache_fallbacks
         char cache_reason[160]
+        char backend[32]
+        int32_t backend_kind
+        int32_t device
+        uint64_t weight_bytes
+        uint64_t weight_owned_bytes
+        uint64_t state_fixed_bytes
+        uint64_t state_bytes_per_1k
+        uint64_t scratch_bytes
+        uint64_t graph_bytes
     ctypedef struct ds4rt_session_params:
         size_t size
         int64_t n_ctx
@@ -104,6 +124,28 @@ cdef extern from "ds4rt.h":
 _NUMERICS = {"official": DS4RT_NUMERICS_OFFICIAL, "llama.cpp": DS4RT_NUMERICS_LLAMACPP}
 _CACHE = {"auto": DS4RT_CACHE_AUTO, "off": DS4RT_CACHE_OFF, "on": DS4RT_CACHE_ON}
 _CACHE_NAMES = {v: k for k, v in _CACHE.items()}
+_BACKENDS = {"auto": DS4RT_BACKEND_AUTO, "cpu": DS4RT_BACKEND_CPU, "cuda": DS4RT_BACKEND_CUDA,
+             "hip": DS4RT_BACKEND_HIP}
+
+
+cdef class _LoadProgress:
+    """The Python callable of one load's progress callback, and what it raised."""
+    cdef object fn
+    cdef object error
+
+    def __cinit__(self, fn):
+        self.fn = fn
+        self.error = None
+
+
+cdef void _progress_trampoline(void *user, uint64_t done, uint64_t total) noexcept with gil:
+    cdef _LoadProgress lp = <_LoadProgress>user
+    if lp.error is not None:
+        return
+    try:
+        lp.fn(done, total)
+    except BaseException as e:  # noqa: B036 - must not propagate through C
+        lp.error = e
 
 
 cdef class _Model:
@@ -111,21 +153,34 @@ cdef class _Model:
     cdef public object path
 
     def __cinit__(self, path, str numerics="official", int n_threads=0, str cache="auto",
-                  uint64_t cache_budget=0):
+                  uint64_t cache_budget=0, str backend="auto", int device=0, progress=None):
         if numerics not in _NUMERICS:
             raise ValueError(f"numerics must be one of {sorted(_NUMERICS)}, not {numerics!r}")
         if cache not in _CACHE:
             raise ValueError(f"cache must be one of {sorted(_CACHE)}, not {cache!r}")
+        if backend not in _BACKENDS:
+            raise ValueError(f"backend must be one of {sorted(_BACKENDS)}, not {backend!r}")
         cdef ds4rt_model_params p = ds4rt_model_default_params()
         p.numerics = _NUMERICS[numerics]
         p.n_threads = n_threads
         p.cache_policy = _CACHE[cache]
         p.cache_budget_bytes = cache_budget
+        p.backend = _BACKENDS[backend]
+        p.device = device
+        cdef _LoadProgress lp = _LoadProgress(progress)
+        if progress is not None:
+            p.progress = _progress_trampoline
+            p.progress_user = <void *>lp
         b = os.fsencode(path)
         cdef const char *cpath = b
         cdef ds4rt_status st
         with nogil:
             st = ds4rt_model_load(cpath, &p, &self.ptr)
+        if lp.error is not None:  # the callback raised: the load is not kept
+            if self.ptr != NULL:
+                ds4rt_model_free(self.ptr)
+                self.ptr = NULL
+            raise lp.error
         check(st)
         self.path = path
 
@@ -160,6 +215,12 @@ cdef class _Model:
                 "requested": _CACHE_NAMES[info.cache_requested], "active": bool(info.cache_active),
                 "bytes": info.cache_bytes, "hits": info.cache_hits,
                 "fallbacks": info.cache_fallbacks, "reason": info.cache_reason.decode(),
+            },
+            "backend": info.backend.decode(), "device": info.device,
+            "memory": {
+                "weights": info.weight_bytes, "weights_owned": info.weight_owned_bytes,
+                "state_fixed": info.state_fixed_bytes, "state_per_1k": info.state_bytes_per_1k,
+                "scratch": info.scratch_bytes, "graphs": info.graph_bytes,
             },
         }
 

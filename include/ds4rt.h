@@ -300,12 +300,33 @@ typedef enum ds4rt_cache_policy {
     DS4RT_CACHE_ON = 2       /* expand within cache_budget_bytes (0 = no limit) */
 } ds4rt_cache_policy;
 
+/* The compute backend a model runs on. */
+typedef enum ds4rt_backend_kind {
+    DS4RT_BACKEND_AUTO = 0, /* the best backend this build and machine offer; today the CPU in
+                               every build (the GPU backends do not run the model yet) */
+    DS4RT_BACKEND_CPU = 1,
+    DS4RT_BACKEND_CUDA = 2, /* NVIDIA GPU: needs a -Dgpu=cuda build and a visible device */
+    DS4RT_BACKEND_HIP = 3   /* AMD GPU: needs a -Dgpu=hip build and a visible device */
+} ds4rt_backend_kind;
+
+/* Load progress: called on the loading thread while weights are mapped, bound and (on a GPU)
+ * uploaded. done_bytes never decreases, total_bytes stays the same during one load (the tensor
+ * data of the file), and a load that succeeds ends with a call where done == total. */
+typedef void (*ds4rt_progress_fn)(void *user, uint64_t done_bytes, uint64_t total_bytes);
+
 typedef struct ds4rt_model_params {
     size_t size;             /* sizeof(ds4rt_model_params), set by ds4rt_model_default_params */
     int32_t n_threads;       /* CPU threads; <= 0: one per CPU the process may run on */
     ds4rt_numerics numerics;
     ds4rt_cache_policy cache_policy;
     uint64_t cache_budget_bytes;
+    /* Fields below were added in ABI 1.1. */
+    int32_t backend;         /* ds4rt_backend_kind; default DS4RT_BACKEND_AUTO. A backend this
+                                build lacks, or a GPU backend without a visible device, is a
+                                DS4RT_ERR_BACKEND error naming why; never a silent fallback */
+    int32_t device;          /* GPU ordinal for CUDA/HIP (default 0); not used by the CPU */
+    ds4rt_progress_fn progress; /* optional load progress callback (NULL: none) */
+    void *progress_user;
 } ds4rt_model_params;
 
 DS4RT_API ds4rt_model_params ds4rt_model_default_params(void);
@@ -314,6 +335,9 @@ DS4RT_API ds4rt_model_params ds4rt_model_default_params(void);
 DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_params *params,
                                         ds4rt_model **out);
 DS4RT_API void ds4rt_model_free(ds4rt_model *model);
+
+#define DS4RT_CACHE_REASON_LEN 160  /* ds4rt_model_info.cache_reason */
+#define DS4RT_BACKEND_NAME_LEN 32   /* ds4rt_model_info.backend */
 
 typedef struct ds4rt_model_info {
     size_t size;             /* set by the caller to sizeof(ds4rt_model_info) */
@@ -336,7 +360,27 @@ typedef struct ds4rt_model_info {
     uint64_t cache_bytes;    /* bytes of F16 copies held */
     uint64_t cache_hits;     /* matrix products served from the cache */
     uint64_t cache_fallbacks; /* requests the backend could not serve (reason below) */
-    char cache_reason[160];  /* why the cache is in its state ("" if active as asked) */
+    char cache_reason[DS4RT_CACHE_REASON_LEN]; /* why the cache is in its state ("" if active
+                                                   as asked) */
+    /* Fields below were added in ABI 1.1. Memory is in bytes; "session" figures are for one
+     * session with the default ds4rt_session_params (n_ctx 4096, max_batch 32) and this
+     * model's thread count. */
+    char backend[DS4RT_BACKEND_NAME_LEN]; /* the backend the model runs on: "cpu" */
+    int32_t backend_kind;    /* ds4rt_backend_kind chosen (never AUTO) */
+    int32_t device;          /* GPU ordinal; -1 on the CPU */
+    uint64_t weight_bytes;   /* weights the forward pass reads: tensors bound as views into the
+                                mapped file (pages the OS loads on demand and may share between
+                                processes) plus weight_owned_bytes */
+    uint64_t weight_owned_bytes; /* the part of weight_bytes copied to the heap at load (small
+                                vectors converted to f32) */
+    uint64_t state_fixed_bytes;  /* per session, independent of n_ctx: the raw KV ring of
+                                window + max_batch rows, compressor frontiers, rollback journals */
+    uint64_t state_bytes_per_1k; /* per session, per 1024 tokens of n_ctx: compressed KV and
+                                indexer rows (a session's state is fixed + per_1k * n_ctx / 1024) */
+    uint64_t scratch_bytes;  /* per session: activation buffers of one forward pass of max_batch
+                                tokens and the session's logit and token buffers */
+    uint64_t graph_bytes;    /* compiled graphs and kernel workspaces on a device; 0 on the CPU
+                                backend, which has none */
 } ds4rt_model_info;
 
 DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *model, ds4rt_model_info *out);

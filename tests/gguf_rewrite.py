@@ -32,11 +32,13 @@ def rewrite(
     drop_tensors: tuple[str, ...] = (),
     tensor_edit: Callable[[str, np.ndarray, GGMLQuantizationType, tuple], tuple | None]
     | None = None,
+    add_tensors: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Writes `src` to `dst` with edits.
 
     set_keys: key -> (value, GGUFValueType[, array element type]); drop_keys/drop_tensors: names;
-    tensor_edit(name, raw_bytes_or_array, type, ne) -> None (keep) or (data, type, ne).
+    tensor_edit(name, raw_bytes_or_array, type, ne) -> None (keep) or (data, type, ne);
+    add_tensors: name -> float32 array, appended after the file's tensors.
     """
     set_keys = dict(set_keys or {})
     r = GGUFReader(src)
@@ -71,6 +73,8 @@ def rewrite(
             w.add_tensor(
                 t.name, data.view(np.uint8).reshape(shape), raw_shape=shape, raw_dtype=ttype
             )
+    for name, data in (add_tensors or {}).items():
+        w.add_tensor(name, np.ascontiguousarray(data, dtype=np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 
 #include "backend.h"
+#include "backend_choice.h"
 #include "cache_policy.h"
 #include "ds4rt.h"
 #include "dspark.h"
@@ -13,15 +14,34 @@
 
 #define DS4RT_HANDLE_ERROR_CAP 512
 
+/* Memory figures of a model (ds4rt_model_info documents each), measured at load. */
+typedef struct ds4rt_model_memory {
+    uint64_t weight_bytes, weight_owned_bytes;
+    uint64_t state_fixed_bytes, state_bytes_per_1k;
+    uint64_t scratch_bytes;
+    uint64_t graph_bytes;
+} ds4rt_model_memory;
+
 struct ds4rt_model {
     ds4rt_gguf *gguf;
-    ds4rt_backend *backend;     /* chosen at load; every op the model needs was checked */
+    ds4rt_backend *be;          /* opened at load; every op the model needs was checked on it */
     ds4rt_target target;
     ds4rt_tokenizer *tokenizer; /* NULL if the file carries no tokenizer */
     ds4rt_cache_state cache;    /* Q8->F16 expansion: decided at load, by the host's policy only */
     ds4rt_model_params params;
+    ds4rt_backend_choice backend;
+    ds4rt_model_memory mem;
     int32_t bos_id, eos_id;
 };
+
+/* The default session parameters. */
+ds4rt_session_params ds4rt_session_params_defaults(void);
+
+/* Threads a session of this model computes with. */
+int ds4rt_model_threads(const ds4rt_model *m);
+
+/* Fills m->mem from what binding accounted and from the session layouts (model_memory.c). */
+ds4rt_status ds4rt_model_measure_memory(ds4rt_model *m, const ds4rt_bind_account *bound);
 
 struct ds4rt_session {
     ds4rt_model *model;
@@ -54,6 +74,14 @@ struct ds4rt_session {
     double last_snapshot_ms, last_layers_ms, last_head_ms; /* timers of the last pass */
     char error[DS4RT_HANDLE_ERROR_CAP];
 };
+
+/* The session's own buffers besides state and scratch: the logits of a pass, the current
+ * logits before it, the ids in context (sizes in bytes; session_create allocates these). */
+typedef struct ds4rt_session_buffers {
+    size_t pass_logits, prev_logits, tokens;
+} ds4rt_session_buffers;
+
+ds4rt_session_buffers ds4rt_session_buffer_sizes(const ds4rt_hparams *hp, const ds4rt_session_params *p);
 
 /* Speculative generation (speculative.c); params->spec is set. */
 ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt, size_t n_prompt,

@@ -1,20 +1,42 @@
 /* model_api.c - loading a deepseek4 model (public API). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "api_internal.h"
 #include "internal.h"
 #include "threadpool.h"
 
+static void model_params_defaults(void *out) {
+    ds4rt_model_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->n_threads = 0;
+    p->numerics = DS4RT_NUMERICS_OFFICIAL;
+    p->cache_policy = DS4RT_CACHE_AUTO;
+    p->cache_budget_bytes = 0;
+    p->backend = DS4RT_BACKEND_AUTO;
+    p->device = 0;
+}
+
+static const ds4rt_struct_desc MODEL_PARAMS = {
+    .name = "ds4rt_model_params",
+    .size = sizeof(ds4rt_model_params),
+    .min_size = offsetof(ds4rt_model_params, backend), /* the 1.0 layout */
+    .defaults = model_params_defaults,
+};
+
+static const ds4rt_struct_desc MODEL_INFO = {
+    .name = "ds4rt_model_info",
+    .size = sizeof(ds4rt_model_info),
+    .min_size = offsetof(ds4rt_model_info, backend), /* the 1.0 layout */
+};
+
 DS4RT_API ds4rt_model_params ds4rt_model_default_params(void) {
     ds4rt_model_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.n_threads = 0;
-    p.numerics = DS4RT_NUMERICS_OFFICIAL;
-    p.cache_policy = DS4RT_CACHE_AUTO;
-    p.cache_budget_bytes = 0;
+    model_params_defaults(&p);
     return p;
 }
 
@@ -23,29 +45,59 @@ static int32_t optional_id(const ds4rt_gguf *g, const char *key) {
     return ds4rt_gguf_get_u32(g, key, &v) == DS4RT_OK && v <= INT32_MAX ? (int32_t)v : -1;
 }
 
+/* Load progress: the tensor data of the file, reported as the binder reaches each tensor. */
+typedef struct load_progress {
+    ds4rt_progress_fn fn;
+    void *user;
+    uint64_t total, done;
+    uint64_t calls;
+} load_progress;
+
+static void report(load_progress *lp, uint64_t done) {
+    if (lp->fn == NULL) return;
+    if (done > lp->total) done = lp->total;
+    if (done < lp->done) done = lp->done; /* never backwards */
+    if (lp->calls > 0 && done == lp->done) return;
+    lp->done = done;
+    lp->calls++;
+    lp->fn(lp->user, done, lp->total);
+}
+
+static void on_tensor_bound(void *user, uint64_t seen_bytes) { report(user, seen_bytes); }
+
+static uint64_t tensor_data_bytes(const ds4rt_gguf *g) {
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < ds4rt_gguf_tensor_count(g); i++) total += ds4rt_gguf_tensor_at(g, i)->nbytes;
+    return total;
+}
+
 DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_params *params, ds4rt_model **out) {
     if (out == NULL || path == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: NULL argument");
     *out = NULL;
-    ds4rt_model_params p = ds4rt_model_default_params();
-    if (params != NULL) {
-        if (params->size < sizeof p)
-            return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: params.size %zu is smaller than %zu",
-                              params->size, sizeof p);
-        p = *params;
-        p.size = sizeof p;
-    }
+    ds4rt_model_params p;
+    ds4rt_status st = ds4rt_struct_read(&MODEL_PARAMS, params, &p);
+    if (st != DS4RT_OK) return ds4rt_fail_context(st, "model_load");
     if (p.numerics != DS4RT_NUMERICS_OFFICIAL && p.numerics != DS4RT_NUMERICS_LLAMACPP)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: unknown numerics %d", (int)p.numerics);
     if ((unsigned)p.cache_policy > DS4RT_CACHE_ON)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: unknown cache policy %d", (int)p.cache_policy);
+    ds4rt_backend_choice backend;
+    st = ds4rt_backend_choose(p.backend, p.device, &backend);
+    if (st != DS4RT_OK) return st;
     ds4rt_model *m = calloc(1, sizeof *m);
     if (m == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "model");
     m->params = p;
+    m->backend = backend;
+    load_progress lp = {.fn = p.progress, .user = p.progress_user};
+    ds4rt_bind_account account = {.on_tensor = on_tensor_bound, .user = &lp};
     /* the backend first: binding checks every op and type the model needs against it */
-    ds4rt_status st = ds4rt_backend_open(DS4RT_BKIND_AUTO, 0, p.n_threads, &m->backend);
+    st = ds4rt_backend_open_choice(&backend, p.n_threads, &m->be);
     if (st == DS4RT_OK) st = ds4rt_gguf_open(path, &m->gguf);
-    if (st == DS4RT_OK)
-        st = ds4rt_target_bind(m->gguf, p.numerics == DS4RT_NUMERICS_OFFICIAL, m->backend, &m->target);
+    if (st == DS4RT_OK) {
+        lp.total = tensor_data_bytes(m->gguf);
+        report(&lp, 0);
+        st = ds4rt_target_bind(m->gguf, p.numerics == DS4RT_NUMERICS_OFFICIAL, m->be, &account, &m->target);
+    }
     /* a file with tokenizer metadata must have a valid tokenizer; a file without any is used
      * with token ids only */
     if (st == DS4RT_OK && ds4rt_gguf_find_kv(m->gguf, "tokenizer.ggml.tokens") != NULL) {
@@ -54,6 +106,7 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
             st = ds4rt_fail(DS4RT_ERR_MISMATCH, "the tokenizer has %u tokens, the model's vocabulary %u",
                             ds4rt_tokenizer_n_tokens(m->tokenizer), m->target.hp.n_vocab);
     }
+    if (st == DS4RT_OK) st = ds4rt_model_measure_memory(m, &account);
     if (st != DS4RT_OK) {
         ds4rt_model_free(m);
         return ds4rt_fail_context(st, "%s", path);
@@ -61,6 +114,7 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
     ds4rt_cache_resolve_cpu(p.cache_policy, p.cache_budget_bytes, &m->cache);
     m->bos_id = optional_id(m->gguf, "tokenizer.ggml.bos_token_id");
     m->eos_id = optional_id(m->gguf, "tokenizer.ggml.eos_token_id");
+    report(&lp, lp.total); /* tensors the model does not use are skipped, not loaded */
     *out = m;
     return DS4RT_OK;
 }
@@ -70,40 +124,47 @@ DS4RT_API void ds4rt_model_free(ds4rt_model *m) {
     ds4rt_tokenizer_free(m->tokenizer);
     ds4rt_target_free(&m->target);
     ds4rt_gguf_close(m->gguf);
-    ds4rt_backend_close(m->backend);
+    ds4rt_backend_close(m->be);
     free(m);
 }
 
 DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *m, ds4rt_model_info *out) {
     if (m == NULL || out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_get_info: NULL argument");
-    size_t size = out->size;
-    if (size < sizeof *out)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_get_info: info.size %zu is smaller than %zu", size,
-                          sizeof *out);
     const ds4rt_hparams *hp = &m->target.hp;
-    memset(out, 0, sizeof *out);
-    out->size = sizeof *out;
-    out->n_layer = hp->n_layer;
-    out->n_embd = hp->n_embd;
-    out->n_vocab = hp->n_vocab;
-    out->n_head = hp->n_head;
-    out->head_dim = hp->head_dim;
-    out->n_expert = hp->n_expert;
-    out->n_expert_used = hp->n_expert_used;
-    out->window = hp->window;
-    out->n_hc = hp->hc;
-    out->bos_id = m->bos_id;
-    out->eos_id = m->eos_id;
-    out->numerics = m->params.numerics;
-    out->n_threads = m->params.n_threads > 0 ? m->params.n_threads : ds4rt_cpu_count();
-    out->file_bytes = ds4rt_gguf_file_size(m->gguf);
-    out->cache_requested = m->cache.requested;
-    out->cache_active = m->cache.active;
-    out->cache_bytes = m->cache.bytes;
-    out->cache_hits = m->cache.hits;
-    out->cache_fallbacks = m->cache.fallbacks;
-    snprintf(out->cache_reason, sizeof out->cache_reason, "%s", m->cache.reason);
-    return DS4RT_OK;
+    ds4rt_model_info info;
+    memset(&info, 0, sizeof info);
+    info.size = sizeof info;
+    info.n_layer = hp->n_layer;
+    info.n_embd = hp->n_embd;
+    info.n_vocab = hp->n_vocab;
+    info.n_head = hp->n_head;
+    info.head_dim = hp->head_dim;
+    info.n_expert = hp->n_expert;
+    info.n_expert_used = hp->n_expert_used;
+    info.window = hp->window;
+    info.n_hc = hp->hc;
+    info.bos_id = m->bos_id;
+    info.eos_id = m->eos_id;
+    info.numerics = m->params.numerics;
+    info.n_threads = ds4rt_model_threads(m);
+    info.file_bytes = ds4rt_gguf_file_size(m->gguf);
+    info.cache_requested = m->cache.requested;
+    info.cache_active = m->cache.active;
+    info.cache_bytes = m->cache.bytes;
+    info.cache_hits = m->cache.hits;
+    info.cache_fallbacks = m->cache.fallbacks;
+    snprintf(info.cache_reason, sizeof info.cache_reason, "%s", m->cache.reason);
+    snprintf(info.backend, sizeof info.backend, "%s", m->backend.name);
+    info.backend_kind = m->backend.kind;
+    info.device = m->backend.device;
+    info.weight_bytes = m->mem.weight_bytes;
+    info.weight_owned_bytes = m->mem.weight_owned_bytes;
+    info.state_fixed_bytes = m->mem.state_fixed_bytes;
+    info.state_bytes_per_1k = m->mem.state_bytes_per_1k;
+    info.scratch_bytes = m->mem.scratch_bytes;
+    info.graph_bytes = m->mem.graph_bytes;
+    ds4rt_status st = ds4rt_struct_write(&MODEL_INFO, &info, out);
+    return st == DS4RT_OK ? st : ds4rt_fail_context(st, "model_get_info");
 }
 
 DS4RT_API const ds4rt_tokenizer *ds4rt_model_tokenizer(const ds4rt_model *m) { return m ? m->tokenizer : NULL; }

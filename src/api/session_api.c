@@ -11,13 +11,21 @@ ds4rt_status ds4rt_session_error(ds4rt_session *s, ds4rt_status st) {
     return st;
 }
 
-DS4RT_API ds4rt_session_params ds4rt_session_default_params(void) {
+ds4rt_session_params ds4rt_session_params_defaults(void) {
     ds4rt_session_params p;
     memset(&p, 0, sizeof p);
     p.size = sizeof p;
     p.n_ctx = 4096;
     p.max_batch = 32;
     return p;
+}
+
+DS4RT_API ds4rt_session_params ds4rt_session_default_params(void) { return ds4rt_session_params_defaults(); }
+
+ds4rt_session_buffers ds4rt_session_buffer_sizes(const ds4rt_hparams *hp, const ds4rt_session_params *p) {
+    return (ds4rt_session_buffers){.pass_logits = (size_t)p->max_batch * hp->n_vocab * sizeof(float),
+                                   .prev_logits = (size_t)hp->n_vocab * sizeof(float),
+                                   .tokens = (size_t)p->n_ctx * sizeof(int32_t)};
 }
 
 DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_params *params, ds4rt_session **out) {
@@ -40,14 +48,15 @@ DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_
     if (s == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "session");
     s->model = m;
     s->params = p;
-    const ds4rt_backend_ops *ops = ds4rt_backend_get_ops(m->backend);
-    ds4rt_status st = ops->ctx_create(m->backend, m->params.n_threads, &s->ctx);
+    const ds4rt_backend_ops *ops = ds4rt_backend_get_ops(m->be);
+    ds4rt_status st = ops->ctx_create(m->be, m->params.n_threads, &s->ctx);
     if (st == DS4RT_OK) st = ds4rt_kv_state_create(s->ctx, hp, p.n_ctx, p.max_batch, &s->st);
     if (st == DS4RT_OK) st = ds4rt_pass_bufs_create(&m->target, s->ctx, p.max_batch, p.n_ctx, &s->pb);
     if (st == DS4RT_OK) {
-        s->pass_logits = malloc((size_t)p.max_batch * hp->n_vocab * sizeof(float));
-        s->prev_logits = malloc((size_t)hp->n_vocab * sizeof(float));
-        s->tokens = malloc((size_t)p.n_ctx * sizeof(int32_t));
+        ds4rt_session_buffers sz = ds4rt_session_buffer_sizes(hp, &p);
+        s->pass_logits = malloc(sz.pass_logits);
+        s->prev_logits = malloc(sz.prev_logits);
+        s->tokens = malloc(sz.tokens);
         if (s->pass_logits == NULL || s->prev_logits == NULL || s->tokens == NULL)
             st = ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "logit buffers for batches of %u", p.max_batch);
     }
@@ -64,7 +73,7 @@ DS4RT_API void ds4rt_session_free(ds4rt_session *s) {
     if (s->drafter_for != NULL) ds4rt_drafter_free(&s->drafter);
     ds4rt_kv_state_free(&s->st);
     ds4rt_pass_bufs_free(&s->pb);
-    if (s->cap_dev != NULL) ds4rt_backend_get_ops(s->model->backend)->release(s->model->backend, s->cap_dev);
+    if (s->cap_dev != NULL) ds4rt_backend_get_ops(s->model->be)->release(s->model->be, s->cap_dev);
     if (s->ctx != NULL) s->ctx->ops->ctx_free(s->ctx);
     free(s->pass_logits);
     free(s->prev_logits);
@@ -195,7 +204,7 @@ DS4RT_API ds4rt_status ds4rt_session_set_capture(ds4rt_session *s, const uint32_
             return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
                                                      "capture layers must be strictly increasing"));
     }
-    ds4rt_backend *be = s->model->backend;
+    ds4rt_backend *be = s->model->be;
     free(s->cap_layers);
     free(s->cap_rows);
     if (s->cap_dev != NULL) ds4rt_backend_get_ops(be)->release(be, s->cap_dev);

@@ -4,19 +4,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "activations.h"
 #include "internal.h"
+
+/* State tensors are packed without padding: model info reports their bytes exactly as
+ * docs/MODEL.md lays them out. */
+static ds4rt_df32 carve(ds4rt_dbuf *b, uint64_t *off, uint64_t count) {
+    ds4rt_df32 v = {b, *off};
+    *off += count;
+    return v;
+}
 
 /* One compressor's tensors carved from `b` (NULL: only counted). */
 static void comp_layout(ds4rt_dbuf *b, uint64_t *off, uint32_t rows, uint32_t width, uint32_t dim, uint32_t cap,
                         uint32_t max_batch, ds4rt_comp_state *cs) {
     const uint64_t n = (uint64_t)rows * width;
-    cs->kv = ds4rt_carve_f32(b, off, n);
-    cs->score = ds4rt_carve_f32(b, off, n);
-    cs->snap_kv = ds4rt_carve_f32(b, off, n);
-    cs->snap_score = ds4rt_carve_f32(b, off, n);
-    cs->journal = ds4rt_carve_f32(b, off, (uint64_t)max_batch * 2 * width);
-    cs->out = ds4rt_carve_f32(b, off, (uint64_t)cap * dim);
+    cs->kv = carve(b, off, n);
+    cs->score = carve(b, off, n);
+    cs->snap_kv = carve(b, off, n);
+    cs->snap_score = carve(b, off, n);
+    cs->journal = carve(b, off, (uint64_t)max_batch * 2 * width);
+    cs->out = carve(b, off, (uint64_t)cap * dim);
     cs->rows = rows;
     cs->width = width;
     cs->cap = cap;
@@ -27,7 +34,7 @@ static uint64_t layout(ds4rt_dbuf *b, const ds4rt_hparams *hp, ds4rt_kv_state *s
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         ds4rt_layer_state *ls = &st->layers[l];
         const uint32_t R = hp->ratio[l];
-        ls->raw = ds4rt_carve_f32(b, &off, (uint64_t)st->raw_cap * hp->head_dim);
+        ls->raw = carve(b, &off, (uint64_t)st->raw_cap * hp->head_dim);
         const uint32_t cap = R != 0 ? (uint32_t)(st->n_ctx / R + 2) : 0;
         if (R != 0) {
             uint32_t c = ds4rt_coff(R);
@@ -36,6 +43,20 @@ static uint64_t layout(ds4rt_dbuf *b, const ds4rt_hparams *hp, ds4rt_kv_state *s
         if (R == 4) comp_layout(b, &off, 2 * 4, 2 * hp->idx_dim, hp->idx_dim, cap, st->max_batch, &ls->icomp);
     }
     return off;
+}
+
+uint64_t ds4rt_kv_state_bytes(const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch) {
+    ds4rt_kv_state st = {.n_ctx = n_ctx, .max_batch = max_batch, .raw_cap = hp->window + max_batch};
+    ds4rt_layer_state ls;
+    uint64_t floats = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) { /* layer by layer, through the one layout */
+        ds4rt_hparams one = *hp;
+        one.n_layer = 1;
+        one.ratio = &hp->ratio[l];
+        st.layers = &ls;
+        floats += layout(NULL, &one, &st);
+    }
+    return floats * 4;
 }
 
 ds4rt_status ds4rt_kv_state_create(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch,

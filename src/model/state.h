@@ -44,6 +44,8 @@ typedef struct ds4rt_kv_state {
 ds4rt_status ds4rt_kv_state_create(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch,
                                    ds4rt_kv_state *st);
 void ds4rt_kv_state_free(ds4rt_kv_state *st);
+/* The bytes ds4rt_kv_state_create allocates for these sizes (the same layout). */
+uint64_t ds4rt_kv_state_bytes(const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch);
 /* Back to an empty context. */
 ds4rt_status ds4rt_kv_state_reset(ds4rt_bctx *ctx, ds4rt_kv_state *st);
 

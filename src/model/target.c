@@ -69,7 +69,7 @@ static void layer_compressors(ds4rt_target *t, uint32_t l) {
             .rope = t->rope_comp, .post = t->sim_fp4 ? DS4RT_COMP_POST_HADAMARD_FP4 : DS4RT_COMP_POST_HADAMARD};
 }
 
-static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_target *t) {
+static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_bind_account *account, ds4rt_target *t) {
     ds4rt_hparams *hp = &t->hp;
     TRY(ds4rt_hparams_load(g, hp));
     if (official && hp->d_nope % 64 != 0)
@@ -84,7 +84,7 @@ static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_target *t
     TRY(require_activation_ops(t));
 
     TRY(ds4rt_arena_init(&t->arena, t->be, g));
-    ds4rt_binder b = {.g = g, .hp = hp, .arena = &t->arena};
+    ds4rt_binder b = {.g = g, .hp = hp, .arena = &t->arena, .account = account};
     TRY(ds4rt_bind_matrix(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, false, DS4RT_OP_GET_ROWS, &t->tok_embd));
     TRY(ds4rt_bind_hc(&b, "output_hc_", hp->hc, 1, &t->hc_head));
     TRY(ds4rt_bind_vector(&b, "output_norm.weight", hp->n_embd, &t->out_norm));
@@ -106,10 +106,11 @@ static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_target *t
     return DS4RT_OK;
 }
 
-ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_target *t) {
+ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_bind_account *account,
+                               ds4rt_target *t) {
     memset(t, 0, sizeof *t);
     t->be = be;
-    ds4rt_status st = bind_all(g, official, t);
+    ds4rt_status st = bind_all(g, official, account, t);
     if (st != DS4RT_OK) ds4rt_target_free(t);
     return st;
 }

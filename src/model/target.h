@@ -38,8 +38,10 @@ ds4rt_rope ds4rt_rope_dense(const ds4rt_hparams *hp);
 ds4rt_rope ds4rt_rope_compressed(const ds4rt_hparams *hp);
 
 /* Binds every target tensor on `be`, checking every op the pass needs against the backend;
- * `official` selects the quantisation-aware simulations. */
-ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_target *t);
+ * `official` selects the quantisation-aware simulations. `account` (or NULL) receives what was
+ * bound and is told after each tensor. */
+ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_bind_account *account,
+                               ds4rt_target *t);
 void ds4rt_target_free(ds4rt_target *t);
 
 /* Where a trace event comes from (see ds4rt.h: ds4rt_trace_stage). */

@@ -59,7 +59,16 @@ static ds4rt_dbytes mapped(const ds4rt_binder *b, const ds4rt_gguf_tensor *t) {
 static ds4rt_status find(ds4rt_binder *b, const char *name, const ds4rt_gguf_tensor **out) {
     *out = ds4rt_gguf_find_tensor(b->g, name);
     if (*out == NULL) return ds4rt_fail(DS4RT_ERR_NOT_FOUND, "tensor %s is missing", name);
+    if (b->account != NULL) {
+        b->account->seen_bytes += (*out)->nbytes;
+        if (b->account->on_tensor != NULL) b->account->on_tensor(b->account->user, b->account->seen_bytes);
+    }
     return DS4RT_OK;
+}
+
+/* A tensor bound as a view: the forward pass reads it from the mapping. */
+static void account_view(ds4rt_binder *b, const ds4rt_gguf_tensor *t) {
+    if (b->account != NULL) b->account->mapped_bytes += t->nbytes;
 }
 
 static const char *type_name(uint32_t type) {
@@ -115,6 +124,7 @@ ds4rt_status ds4rt_bind_matrix(ds4rt_binder *b, const char *name, int64_t cols, 
     uint64_t row_bytes;
     TRY(ds4rt_type_row_bytes(t->type, cols, &row_bytes));
     *out = (ds4rt_dweight){.type = t->type, .data = mapped(b, t), .rows = rows, .cols = cols, .row_bytes = row_bytes};
+    account_view(b, t);
     return DS4RT_OK;
 }
 
@@ -133,6 +143,7 @@ ds4rt_status ds4rt_bind_matrices(ds4rt_binder *b, const char *name, int64_t cols
     out->first = (ds4rt_dweight){.type = t->type, .data = mapped(b, t), .rows = rows, .cols = cols, .row_bytes = row_bytes};
     out->count = count;
     out->stride = row_bytes * (uint64_t)rows;
+    account_view(b, t);
     return DS4RT_OK;
 }
 
@@ -151,6 +162,7 @@ static ds4rt_status to_f32(ds4rt_binder *b, const char *name, const ds4rt_gguf_t
     st = ds4rt_backend_get_ops(be)->upload_weights(be, v, (uint64_t)n * sizeof(float), &buf);
     free(v);
     if (st != DS4RT_OK) return ds4rt_fail_context(st, "tensor %s", name);
+    if (b->account != NULL) b->account->owned_bytes += (uint64_t)n * sizeof(float);
     TRY(arena_keep(b->arena, buf));
     *out = ds4rt_f32(buf);
     return DS4RT_OK;
@@ -220,6 +232,7 @@ static ds4rt_status bind_tid2eid(ds4rt_binder *b, const char *name, ds4rt_di32 *
     ds4rt_dbytes at = mapped(b, t);
     if (at.off % 4 != 0) return ds4rt_fail(DS4RT_ERR_FORMAT, "tensor %s is not 4-byte aligned", name);
     *out = (ds4rt_di32){at.buf, at.off / 4};
+    account_view(b, t);
     return DS4RT_OK;
 }
 

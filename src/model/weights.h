@@ -38,11 +38,21 @@ typedef struct ds4rt_weight_arena {
 ds4rt_status ds4rt_arena_init(ds4rt_weight_arena *a, ds4rt_backend *be, const ds4rt_gguf *g);
 void ds4rt_arena_free(ds4rt_weight_arena *a);
 
-/* Binding context: the file, the shapes, the arena. */
+/* What a load bound (the model's memory figures) and a per-tensor hook (its progress). */
+typedef struct ds4rt_bind_account {
+    uint64_t mapped_bytes;   /* tensors the forward pass reads in place from the mapping */
+    uint64_t owned_bytes;    /* f32 copies made in the arena */
+    uint64_t seen_bytes;     /* file bytes of every tensor bound so far */
+    void (*on_tensor)(void *user, uint64_t seen_bytes); /* after each tensor; may be NULL */
+    void *user;
+} ds4rt_bind_account;
+
+/* Binding context: the file, the shapes, the arena for owned vectors, the account (or NULL). */
 typedef struct ds4rt_binder {
     const ds4rt_gguf *g;
     const ds4rt_hparams *hp;
     ds4rt_weight_arena *arena;
+    ds4rt_bind_account *account;
 } ds4rt_binder;
 
 /* Matrix `name` with ne0 == cols and ne1 == rows (trailing dims of 1 allowed; with
