@@ -11,6 +11,7 @@ import os
 
 from . import data, errors
 from ._core import api_version, build_info, version
+from .backends import backends
 from .dspark import DSpark
 from .errors import Ds4rtError
 from .model import Model, Sampler, Session
@@ -22,6 +23,7 @@ __all__ = [
     "Sampler",
     "Session",
     "api_version",
+    "backends",
     "build_info",
     "data",
     "errors",
