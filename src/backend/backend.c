@@ -10,21 +10,13 @@
 #include "internal.h"
 #include "qtypes.h"
 
-extern const ds4rt_backend_entry ds4rt_cpu_backend_entry;
-#ifdef DS4RT_WITH_CUDA
-extern const ds4rt_backend_entry ds4rt_cuda_backend_entry;
-#endif
-#ifdef DS4RT_WITH_HIP
-extern const ds4rt_backend_entry ds4rt_hip_backend_entry;
-#endif
-
 /* CPU first; GPU backends register here when their op table is compiled in. */
 static const ds4rt_backend_entry *const REGISTRY[] = {
     &ds4rt_cpu_backend_entry,
-#ifdef DS4RT_WITH_CUDA
+#ifdef DS4RT_CUDA_BACKEND_TABLE
     &ds4rt_cuda_backend_entry,
 #endif
-#ifdef DS4RT_WITH_HIP
+#ifdef DS4RT_HIP_BACKEND_TABLE
     &ds4rt_hip_backend_entry,
 #endif
 };

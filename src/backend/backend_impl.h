@@ -26,6 +26,17 @@ struct ds4rt_backend {
     void *impl;         /* the backend's own data */
 };
 
+/* The registry's entries (src/backend/backend.c). A GPU backend's op table registers by
+ * defining DS4RT_CUDA_BACKEND_TABLE / DS4RT_HIP_BACKEND_TABLE in meson.build and providing the
+ * entry; until then a GPU build has kernels but no backend that runs the model. */
+extern const ds4rt_backend_entry ds4rt_cpu_backend_entry;
+#ifdef DS4RT_CUDA_BACKEND_TABLE
+extern const ds4rt_backend_entry ds4rt_cuda_backend_entry;
+#endif
+#ifdef DS4RT_HIP_BACKEND_TABLE
+extern const ds4rt_backend_entry ds4rt_hip_backend_entry;
+#endif
+
 /* Byte accounting shared by every backend's alloc/release. */
 static inline void ds4rt_backend_account(ds4rt_backend *be, ds4rt_mem_kind kind, int64_t delta) {
     atomic_fetch_add(&be->bytes[kind], (uint64_t)delta);

@@ -147,10 +147,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
         if (a->trace) {
             tc.layer = hp->n_layer;
             tc.pos0 = pos0 + from;
-            ds4rt_forward_args *fa = a;
-            TRY(ds4rt_download_f32(ctx, pb->hy, (uint64_t)m * D, fa->trace_buf));
-            for (int64_t i = 0; i < m; i++)
-                a->trace(a->trace_user, hp->n_layer, DS4RT_TRACE_HEAD, pos0 + from + i, a->trace_buf + (size_t)i * D, D);
+            TRY(trace_rows(&tc, DS4RT_TRACE_HEAD, pb->hy, m, D));
         }
         TRY(o->rms_norm(ctx, m, D, pb->hy, t->out_norm, hp->rms_eps, pb->hy));
         TRY(o->matmul(ctx, &t->output, pb->hy, m, pb->logits));
