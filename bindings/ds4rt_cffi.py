@@ -3,9 +3,12 @@
     from ds4rt_cffi import ffi, lib   # (with bindings/ on sys.path)
     print(ffi.string(lib.ds4rt_version()).decode())
 
-The declarations come from the installed header (``ds4rt.get_include()``): preprocessor lines,
-the ``DS4RT_API`` prefix and the ``extern "C"`` braces are stripped, since cffi's cdef runs no
-preprocessor. ``load(path)`` accepts another header/library pair (e.g. a C build tree).
+The declarations come from the installed header (``ds4rt.get_include()``): preprocessor lines
+(but integer ``#define``s, which cdef reads), the ``DS4RT_API`` prefix and the ``extern "C"``
+braces are stripped, since cffi's cdef runs no preprocessor; so are the header-inline default
+initialisers (function bodies cdef cannot declare): fill structs with the
+``ds4rt_*_init(p, ffi.sizeof(p[0]))`` calls they wrap.
+``load(path)`` accepts another header/library pair (e.g. a C build tree).
 """
 
 from __future__ import annotations
@@ -21,10 +24,19 @@ ffi = cffi.FFI()
 def header_declarations(header_path: str) -> str:
     """The header's declarations in a form cffi's cdef accepts."""
     text = open(header_path, encoding="utf-8").read()
+    text = re.sub(
+        r"^#if [^\n]*ds4rt:inline-defaults.*?^#endif /\* ds4rt:inline-defaults \*/$",
+        "",
+        text,
+        flags=re.S | re.M,
+    )
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     lines = []
     for line in text.splitlines():
         s = line.strip()
+        if re.fullmatch(r"#\s*define\s+DS4RT_\w+\s+\d+", s):  # array sizes: cffi knows these
+            lines.append(s)
+            continue
         if s.startswith("#") or s in ('extern "C" {', '} /* extern "C" */', "}"):
             continue
         lines.append(line)

@@ -53,7 +53,7 @@ cdef extern from "ds4rt.h":
         ds4rt_draft_fn draft_fn
         void *draft_user
         float confidence_threshold
-        ds4rt_scheduler_params scheduler
+        const ds4rt_scheduler_params *scheduler
         ds4rt_stats_fn on_stats
         void *stats_user
     ds4rt_dspark_params ds4rt_dspark_default_params()
@@ -226,19 +226,22 @@ def _generate(_Session s, prompt, int max_tokens, float temperature, int top_k, 
     cdef int32_t[::1] toks = np.ascontiguousarray(prompt, dtype=np.int32).ravel()
     cdef size_t n = toks.shape[0]
     cdef ds4rt_generate_params p = ds4rt_generate_default_params()
+    cdef ds4rt_sampler_params smp = ds4rt_sampler_default_params()
     p.max_tokens = max_tokens
     p.stop_at_eos = stop_at_eos
-    p.sampler.temperature = temperature
-    p.sampler.top_k = top_k
-    p.sampler.top_p = top_p
-    p.sampler.min_p = min_p
-    p.sampler.seed = seed
+    smp.temperature = temperature
+    smp.top_k = top_k
+    smp.top_p = top_p
+    smp.min_p = min_p
+    smp.seed = seed
+    p.sampler = &smp
     s._trace_error = None
     if on_token is not None:
         s._on_token = on_token
         p.on_token = _token_trampoline
         p.user = <void *>s
     cdef ds4rt_spec_params sp = ds4rt_spec_default_params()
+    cdef ds4rt_scheduler_params sched = ds4rt_scheduler_default_params()
     cdef _SpecRun run = _SpecRun(draft, on_stats)
     if dspark is not None or draft is not None:
         if scheduler not in _SCHEDULERS:
@@ -249,8 +252,9 @@ def _generate(_Session s, prompt, int max_tokens, float temperature, int top_k, 
             sp.draft_fn = _draft_trampoline
             sp.draft_user = <void *>run
         sp.confidence_threshold = confidence_threshold
-        sp.scheduler.mode = _SCHEDULERS[scheduler]
-        _apply_sched_opts(&sp.scheduler, sched_opts)
+        sched.mode = _SCHEDULERS[scheduler]
+        _apply_sched_opts(&sched, sched_opts)
+        sp.scheduler = &sched
         if on_stats is not None:
             sp.on_stats = _stats_trampoline
             sp.stats_user = <void *>run

@@ -82,7 +82,7 @@ cdef extern from "ds4rt.h":
         size_t size
         int32_t max_tokens
         int32_t stop_at_eos
-        ds4rt_sampler_params sampler
+        const ds4rt_sampler_params *sampler
         ds4rt_token_fn on_token
         void *user
         const void *spec

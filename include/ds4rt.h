@@ -10,13 +10,21 @@
  *     thread (thread-local; it stays valid until the next failing call on that thread). Handles
  *     also keep the message of their own last failure.
  *   - No call aborts the process on bad input (files, arguments, token ids, sizes).
- *   - Opaque handles; config structs begin with their own size and have *_default()
- *     initialisers, so fields can be appended without breaking callers.
- *   - Structs that the library fills only ever grow at their end.
- *   - Only symbols that begin with ds4rt_ are exported from libds4rt.
+ *   - Opaque handles.
+ *   - Struct versioning: a struct that may grow begins with `size_t size`, the sizeof the caller
+ *     was compiled with, and that size is its version. Set it with the struct's *_init(p, sizeof
+ *     *p) call (or the header-inline *_default_params(), which calls it); for an output struct,
+ *     set it yourself before the call. The library accepts a smaller (older) struct and gives
+ *     the fields it lacks their defaults; it accepts a larger (newer) one only if every byte it
+ *     does not know is zero, else it fails with DS4RT_ERR_UNSUPPORTED ("the library is older
+ *     than the header"); it fills an output up to the caller's size and no further. Fields are
+ *     only ever appended, and a field added later means "what older libraries did" when zero.
+ *     Structs without a size member are frozen: their layout never changes.
+ *   - Only symbols that begin with ds4rt_ are exported from libds4rt (soname libds4rt.so.1).
  *
  * Note for binding generators (cffi): declarations use the DS4RT_API macro only as a prefix;
- * strip it and the preprocessor lines before handing the text to a C parser without cpp.
+ * strip it and the preprocessor lines (keep the integer #defines) before handing the text to a
+ * C parser without cpp, and skip the block marked ds4rt:inline-defaults (function bodies).
  */
 #ifndef DS4RT_H
 #define DS4RT_H
@@ -40,6 +48,9 @@ extern "C" {
 
 /* Version of this header's ABI. Bumped only on incompatible changes; additions keep it. */
 #define DS4RT_API_VERSION 1
+/* Revision of the header within DS4RT_API_VERSION: 0 was the first (tests/abi/ds4rt_1_0.h),
+ * each revision only adds. Lets a host test at compile time for a field or call it uses. */
+#define DS4RT_ABI_MINOR 1
 
 /* ------------------------------------------------------------------------------------------ */
 /* Opaque handles                                                                               */
@@ -138,6 +149,7 @@ typedef enum ds4rt_qtype {
 
 /* Layout of one type: `block_elems` elements are stored in `block_bytes` bytes. `name` is the
  * ggml name ("Q8_0"). `compute` is nonzero if ds4rt can dequantise it and multiply with it. */
+/* Frozen layout (no size member; filled by the caller-allocated ds4rt_type_get_info). */
 typedef struct ds4rt_type_info {
     const char *name;
     uint32_t block_elems;
@@ -176,7 +188,7 @@ typedef enum ds4rt_gguf_type {
     DS4RT_GGUF_FLOAT64 = 12
 } ds4rt_gguf_type;
 
-/* A string inside the mapped file. */
+/* A string inside the mapped file. Frozen layout. */
 typedef struct ds4rt_str {
     const char *data;
     uint64_t len;
@@ -184,7 +196,10 @@ typedef struct ds4rt_str {
 
 /* One metadata key/value record. For scalars, `data` points at the little-endian value; for a
  * STRING, `str` holds it; for an ARRAY, `array_type` and `array_len` describe it and elements
- * are read with ds4rt_gguf_array_*(). */
+ * are read with ds4rt_gguf_array_*().
+ * Frozen layout: records are read in place (ds4rt_gguf_kv_at) and filled by the caller
+ * (ds4rt_gguf_array_sub), and every accessor reads the record back, so it can never grow; new
+ * facts about a record come as new accessor functions. */
 typedef struct ds4rt_gguf_kv {
     ds4rt_str key;
     ds4rt_gguf_type type;
@@ -202,12 +217,14 @@ typedef struct ds4rt_gguf_kv {
 
 #define DS4RT_MAX_DIMS 4
 
-/* One tensor record. `data` points at the tensor's bytes inside the mapping. */
+/* One tensor record. `data` points at the tensor's bytes inside the mapping. Handed out by
+ * pointer only, into the reader's own memory (never caller-allocated, never read back by the
+ * library), so it grows at its end: read only the fields your header has. */
 typedef struct ds4rt_gguf_tensor {
     ds4rt_str name;
     uint32_t type;               /* ggml type id (ds4rt_qtype) */
     uint32_t n_dims;
-    int64_t ne[4];               /* ne[0] contiguous; unused dims are 1 (4 = DS4RT_MAX_DIMS) */
+    int64_t ne[DS4RT_MAX_DIMS];  /* ne[0] contiguous; unused dims are 1 */
     uint64_t offset;             /* relative to the start of the data section */
     uint64_t nbytes;
     const void *data;
@@ -329,7 +346,9 @@ typedef struct ds4rt_model_params {
     void *progress_user;
 } ds4rt_model_params;
 
-DS4RT_API ds4rt_model_params ds4rt_model_default_params(void);
+/* Fills *params with the defaults of a ds4rt_model_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_model_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_model_params_init(ds4rt_model_params *params, size_t size);
 
 /* Maps and validates a deepseek4 GGUF. Errors name the key or tensor at fault. */
 DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_params *params,
@@ -396,7 +415,9 @@ typedef struct ds4rt_session_params {
                                 speculative verify (default 32) */
 } ds4rt_session_params;
 
-DS4RT_API ds4rt_session_params ds4rt_session_default_params(void);
+/* Fills *params with the defaults of a ds4rt_session_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_session_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_session_params_init(ds4rt_session_params *params, size_t size);
 DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *model, const ds4rt_session_params *params,
                                             ds4rt_session **out);
 DS4RT_API void ds4rt_session_free(ds4rt_session *session);
@@ -469,7 +490,9 @@ typedef struct ds4rt_sampler_params {
 } ds4rt_sampler_params;
 
 
-DS4RT_API ds4rt_sampler_params ds4rt_sampler_default_params(void);
+/* Fills *params with the defaults of a ds4rt_sampler_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_sampler_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_sampler_params_init(ds4rt_sampler_params *params, size_t size);
 DS4RT_API ds4rt_status ds4rt_sampler_create(const ds4rt_sampler_params *params, uint32_t n_vocab,
                                             ds4rt_sampler **out);
 DS4RT_API void ds4rt_sampler_free(ds4rt_sampler *sampler);
@@ -493,7 +516,9 @@ typedef struct ds4rt_dspark_params {
                                 naming the stage, unless it produced a full draft */
 } ds4rt_dspark_params;
 
-DS4RT_API ds4rt_dspark_params ds4rt_dspark_default_params(void);
+/* Fills *params with the defaults of a ds4rt_dspark_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_dspark_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_dspark_params_init(ds4rt_dspark_params *params, size_t size);
 
 /* Loads a DSpark support model for `target`: ds4's layout (general.architecture
  * "deepseek4-dspark", stages mtp.N., metadata under deepseek4.dspark.<k>, deepseek4.dspark_<k>
@@ -506,6 +531,9 @@ DS4RT_API ds4rt_status ds4rt_dspark_load(const ds4rt_model *target, const char *
                                          const ds4rt_dspark_params *params, ds4rt_dspark **out);
 DS4RT_API void ds4rt_dspark_free(ds4rt_dspark *dspark);
 
+#define DS4RT_MAX_TARGET_LAYERS 8   /* ds4rt_dspark_info.target_layers */
+#define DS4RT_TENSOR_TYPES_LEN 160  /* ds4rt_dspark_info.tensor_types */
+
 typedef struct ds4rt_dspark_info {
     size_t size;             /* set by the caller to sizeof(ds4rt_dspark_info) */
     int32_t layout;          /* 0: ds4 support GGUF, 1: llama.cpp dflash draft */
@@ -515,8 +543,9 @@ typedef struct ds4rt_dspark_info {
     uint32_t noise_token;
     uint32_t window;
     uint32_t n_target_layers;
-    uint32_t target_layers[8]; /* 0-based target layers whose outputs are captured */
-    char tensor_types[160];  /* e.g. "main_proj=Q8_0 markov_w1=BF16 ..." */
+    uint32_t target_layers[DS4RT_MAX_TARGET_LAYERS]; /* 0-based target layers whose outputs are
+                                                        captured */
+    char tensor_types[DS4RT_TENSOR_TYPES_LEN]; /* e.g. "main_proj=Q8_0 markov_w1=BF16 ..." */
 } ds4rt_dspark_info;
 
 DS4RT_API ds4rt_status ds4rt_dspark_get_info(const ds4rt_dspark *dspark, ds4rt_dspark_info *out);
@@ -573,7 +602,16 @@ typedef struct ds4rt_scheduler_params {
     float propose_cost;      /* fixed model: cost of a proposal in decode units (0.3) */
 } ds4rt_scheduler_params;
 
-DS4RT_API ds4rt_scheduler_params ds4rt_scheduler_default_params(void);
+/* Fills *params with the defaults of a ds4rt_scheduler_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_scheduler_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_scheduler_params_init(ds4rt_scheduler_params *params, size_t size);
+
+/* Array sizes of ds4rt_spec_stats. They are part of the 1.x layout and never change; a larger
+ * capacity would come as new fields appended to the struct. */
+#define DS4RT_MAX_DRAFT 16             /* most drafts a cycle verifies (the largest block size) */
+#define DS4RT_DRAFT_HIST_LEN 17        /* histograms by draft length 0..DS4RT_MAX_DRAFT */
+#define DS4RT_NO_DRAFT_REASON_COUNT 9  /* entries of ds4rt_no_draft_reason */
+#define DS4RT_MAX_DRAFTER_STAGES 8     /* drafter stages timed in stage_ms */
 
 /* Why a cycle verified no draft (indices of no_draft_by_reason). */
 typedef enum ds4rt_no_draft_reason {
@@ -629,13 +667,13 @@ typedef struct ds4rt_spec_stats {
     double target;                 /* passes that verified no draft (plain decodes) */
     double saved;                  /* accepted drafts x the running plain-decode time */
     double net_saved;              /* saved - propose - (verify - cycles x decode time) */
-    uint64_t draft_len_hist[17];   /* cycles by drafts verified (0..16) */
-    uint64_t accepted_len_hist[17]; /* cycles by drafts committed */
+    uint64_t draft_len_hist[DS4RT_DRAFT_HIST_LEN];    /* cycles by drafts verified */
+    uint64_t accepted_len_hist[DS4RT_DRAFT_HIST_LEN]; /* cycles by drafts committed */
     /* ds4rt additions */
-    uint64_t no_draft_by_reason[9]; /* indexed by ds4rt_no_draft_reason */
-    uint64_t proposed_at[16];       /* drafts verified at position i of a block */
-    uint64_t accepted_at[16];       /* ... and committed */
-    double stage_ms[8];             /* drafter stage timers */
+    uint64_t no_draft_by_reason[DS4RT_NO_DRAFT_REASON_COUNT]; /* by ds4rt_no_draft_reason */
+    uint64_t proposed_at[DS4RT_MAX_DRAFT]; /* drafts verified at position i of a block */
+    uint64_t accepted_at[DS4RT_MAX_DRAFT]; /* ... and committed */
+    double stage_ms[DS4RT_MAX_DRAFTER_STAGES]; /* drafter stage timers */
     uint64_t confidence_cuts;       /* drafts shortened by the threshold (any position) */
     uint64_t scheduler_trims;       /* drafts shortened by the scheduler after proposing */
     uint64_t probes;                /* adaptive: proposals made to re-measure while skipping */
@@ -658,12 +696,16 @@ typedef struct ds4rt_spec_params {
     float confidence_threshold; /* DSpark: the draft ends at the first position whose
                                    confidence sigma(c_i) is below it (per position, not the
                                    cumulative product); 0 disables pruning. Default 0.5. */
-    ds4rt_scheduler_params scheduler;
+    const ds4rt_scheduler_params *scheduler; /* NULL (default): ds4rt_scheduler_default_params().
+                                   A pointer since ABI 1.1, so both structs can grow (1.0
+                                   embedded it by value; the library still reads that layout) */
     ds4rt_stats_fn on_stats;
     void *stats_user;
 } ds4rt_spec_params;
 
-DS4RT_API ds4rt_spec_params ds4rt_spec_default_params(void);
+/* Fills *params with the defaults of a ds4rt_spec_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_spec_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_spec_params_init(ds4rt_spec_params *params, size_t size);
 
 /* Cumulative statistics of a session's speculative generations (zeros before any). */
 DS4RT_API ds4rt_status ds4rt_session_spec_stats(const ds4rt_session *session, ds4rt_spec_stats *out);
@@ -685,14 +727,18 @@ typedef struct ds4rt_generate_params {
     size_t size;             /* sizeof(ds4rt_generate_params) */
     int32_t max_tokens;      /* default 128 */
     int32_t stop_at_eos;     /* nonzero (default): stop after the model's EOS token */
-    ds4rt_sampler_params sampler;
+    const ds4rt_sampler_params *sampler; /* NULL (default): greedy, ds4rt_sampler_default_params().
+                                A pointer since ABI 1.1, so both structs can grow (1.0 embedded
+                                it by value; the library still reads that layout) */
     ds4rt_token_fn on_token; /* optional */
     void *user;
     const ds4rt_spec_params *spec; /* speculative decoding, or NULL for plain decoding; greedy
                                       output is token for token the same either way */
 } ds4rt_generate_params;
 
-DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void);
+/* Fills *params with the defaults of a ds4rt_generate_params of `size` bytes (pass sizeof *params) and sets
+ * params->size = size. ds4rt_generate_default_params() (header-inline) returns the same by value. */
+DS4RT_API ds4rt_status ds4rt_generate_params_init(ds4rt_generate_params *params, size_t size);
 
 /* Evaluates the prompt (appended to the context), then generates up to max_tokens tokens into
  * out[cap]; *n_out receives the count. Generation stops after an EOS (if stop_at_eos), when
@@ -750,8 +796,10 @@ typedef struct ds4rt_tokenizer_arrays {
     const int32_t *normalized_ids;  /* (tokenizer.json "normalized": true); 0/NULL: one pass */
 } ds4rt_tokenizer_arrays;
 
-/* Fills *arrays with an empty description (size set, ids -1, pointers NULL). */
-DS4RT_API void ds4rt_tokenizer_arrays_default(ds4rt_tokenizer_arrays *arrays);
+/* Fills *arrays (a struct of `size` bytes: pass sizeof *arrays) with an empty description
+ * (size set, ids -1, pointers NULL). ds4rt_tokenizer_arrays_default(&arrays) (header-inline)
+ * does the same. */
+DS4RT_API ds4rt_status ds4rt_tokenizer_arrays_init(ds4rt_tokenizer_arrays *arrays, size_t size);
 
 /* Builds a tokenizer from arrays. DS4RT_ERR_FORMAT names the first bad entry (a merge whose
  * parts or result are not tokens, a duplicate token, an id out of range); every byte must
@@ -874,6 +922,7 @@ typedef enum ds4rt_think_mode {
                              BOS; DeepSeek recommends it only with a context >= 393216 */
 } ds4rt_think_mode;
 
+/* Frozen layout: passed as an array, whose stride cannot carry a version. */
 typedef struct ds4rt_chat_message {
     int32_t role;          /* ds4rt_chat_role */
     const char *content;   /* UTF-8, content_len bytes (NULL if 0) */
@@ -894,7 +943,9 @@ typedef struct ds4rt_chat_options {
                                       plain text) */
 } ds4rt_chat_options;
 
-DS4RT_API void ds4rt_chat_options_default(ds4rt_chat_options *options);
+/* Fills *options (a struct of `size` bytes: pass sizeof *options) with the defaults.
+ * ds4rt_chat_options_default(&options) (header-inline) does the same. */
+DS4RT_API ds4rt_status ds4rt_chat_options_init(ds4rt_chat_options *options, size_t size);
 
 /* Renders messages to prompt text (UTF-8). options may be NULL (defaults). Two-call pattern. */
 DS4RT_API ds4rt_status ds4rt_chat_render(const ds4rt_chat_message *messages, size_t n_messages,
@@ -997,6 +1048,65 @@ DS4RT_API ds4rt_status ds4rt_gpu_device_name(int device, char *buf, size_t len);
  * expansion cache; the result is bitwise what the CPU dequantiser rounded to F16 gives. */
 DS4RT_API ds4rt_status ds4rt_gpu_expand_q8_0_f16(const void *q8_blocks, size_t n_blocks,
                                                  uint16_t *f16_out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Default initialisers (header-inline)                                                         */
+/*                                                                                              */
+/* They pass this header's sizeof to the *_init() calls, so the library fills exactly the      */
+/* struct the caller has, whichever header it was built with. (ABI 1.0 exported these names as */
+/* library functions; the library still does, for 1.0 binaries, with the 1.0 layouts.)        */
+/* ------------------------------------------------------------------------------------------ */
+
+#if !defined(DS4RT_BUILDING) /* ds4rt:inline-defaults (binding generators: skip to #endif) */
+static inline ds4rt_model_params ds4rt_model_default_params(void) {
+    ds4rt_model_params p;
+    (void)ds4rt_model_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_session_params ds4rt_session_default_params(void) {
+    ds4rt_session_params p;
+    (void)ds4rt_session_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_sampler_params ds4rt_sampler_default_params(void) {
+    ds4rt_sampler_params p;
+    (void)ds4rt_sampler_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_dspark_params ds4rt_dspark_default_params(void) {
+    ds4rt_dspark_params p;
+    (void)ds4rt_dspark_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_scheduler_params ds4rt_scheduler_default_params(void) {
+    ds4rt_scheduler_params p;
+    (void)ds4rt_scheduler_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_spec_params ds4rt_spec_default_params(void) {
+    ds4rt_spec_params p;
+    (void)ds4rt_spec_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_generate_params ds4rt_generate_default_params(void) {
+    ds4rt_generate_params p;
+    (void)ds4rt_generate_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline void ds4rt_tokenizer_arrays_default(ds4rt_tokenizer_arrays *arrays) {
+    (void)ds4rt_tokenizer_arrays_init(arrays, sizeof *arrays);
+}
+static inline void ds4rt_chat_options_default(ds4rt_chat_options *options) {
+    (void)ds4rt_chat_options_init(options, sizeof *options);
+}
+#endif /* ds4rt:inline-defaults */
 
 #ifdef __cplusplus
 } /* extern "C" */

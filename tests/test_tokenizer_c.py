@@ -66,7 +66,7 @@ def test_cffi_tokenize():
     chars = [chr(c) for c in range(33, 127)] + [chr(0x120)]  # printable ASCII and "Ġ" (space)
     keep = [ffi.new("char[]", c.encode()) for c in chars]
     arrays = ffi.new("ds4rt_tokenizer_arrays *")
-    lib.ds4rt_tokenizer_arrays_default(arrays)
+    assert lib.ds4rt_tokenizer_arrays_init(arrays, ffi.sizeof(arrays[0])) == lib.DS4RT_OK
     arrays.n_tokens = len(keep)
     tokens = ffi.new("const char *[]", keep)
     arrays.tokens = tokens

@@ -34,6 +34,17 @@ struct ds4rt_model {
     int32_t bos_id, eos_id;
 };
 
+/* The struct versioning rule (abi.h) on the input structs other files read; NULL in gives
+ * the defaults. */
+ds4rt_status ds4rt_sampler_params_read(const ds4rt_sampler_params *in, ds4rt_sampler_params *out);
+ds4rt_status ds4rt_scheduler_params_read(const ds4rt_scheduler_params *in, ds4rt_scheduler_params *out);
+/* out->scheduler then points at *scheduler, the scheduler parameters read under the rule. */
+ds4rt_status ds4rt_spec_params_read(const ds4rt_spec_params *in, ds4rt_spec_params *out,
+                                    ds4rt_scheduler_params *scheduler);
+
+/* Zeros speculative statistics and sets their size member (an abi.h defaults function). */
+void ds4rt_spec_stats_clear(void *stats);
+
 /* The default session parameters. */
 ds4rt_session_params ds4rt_session_params_defaults(void);
 

@@ -4,21 +4,41 @@
  * does the work; this file owns the handles and the sessions the self-test runs on.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "api_internal.h"
 #include "dspark.h"
 #include "internal.h"
 
-DS4RT_API ds4rt_dspark_params ds4rt_dspark_default_params(void) {
-    ds4rt_dspark_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.window = 0;
-    p.self_test = 1;
-    return p;
+static void dspark_params_defaults(void *out) {
+    ds4rt_dspark_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->window = 0;
+    p->self_test = 1;
+}
+
+/* The versioning rule of abi.h. */
+static const ds4rt_struct_desc DSPARK_PARAMS = {
+    .name = "ds4rt_dspark_params",
+    .size = sizeof(ds4rt_dspark_params),
+    .min_size = sizeof(ds4rt_dspark_params_1_0),
+    .defaults = dspark_params_defaults,
+};
+
+static const ds4rt_struct_desc DSPARK_INFO = {
+    .name = "ds4rt_dspark_info",
+    .size = sizeof(ds4rt_dspark_info),
+    .min_size = offsetof(ds4rt_dspark_info, tensor_types) + DS4RT_TENSOR_TYPES_LEN, /* the 1.0 layout */
+};
+
+DS4RT_API ds4rt_status ds4rt_dspark_params_init(ds4rt_dspark_params *params, size_t size) {
+    return ds4rt_struct_init(&DSPARK_PARAMS, params, size);
 }
 
 /* ---- the self-test: one proposal on a probe context must produce a full draft with finite
@@ -60,7 +80,7 @@ static ds4rt_status probe(struct ds4rt_dspark *d, ds4rt_session *s) {
 }
 
 static ds4rt_status self_test(struct ds4rt_dspark *d) {
-    ds4rt_session_params sp = ds4rt_session_default_params();
+    ds4rt_session_params sp = ds4rt_session_params_defaults();
     sp.n_ctx = 64;
     sp.max_batch = d->block_size + 1 > 8 ? d->block_size + 1 : 8;
     ds4rt_session *s;
@@ -79,12 +99,9 @@ DS4RT_API ds4rt_status ds4rt_dspark_load(const ds4rt_model *target, const char *
     if (target == NULL || path == NULL || out == NULL)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_load: NULL argument");
     *out = NULL;
-    ds4rt_dspark_params p = ds4rt_dspark_default_params();
-    if (params != NULL) {
-        if (params->size < sizeof p)
-            return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_load: params.size %zu < %zu", params->size, sizeof p);
-        p = *params;
-    }
+    ds4rt_dspark_params p;
+    ds4rt_status rst = ds4rt_struct_read(&DSPARK_PARAMS, params, &p);
+    if (rst != DS4RT_OK) return ds4rt_fail_context(rst, "dspark_load");
     if (p.window > 65536) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_load: window %u > 65536", p.window);
     struct ds4rt_dspark *d = calloc(1, sizeof *d);
     if (d == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "DSpark support model");
@@ -108,20 +125,20 @@ DS4RT_API void ds4rt_dspark_free(ds4rt_dspark *d) {
 
 DS4RT_API ds4rt_status ds4rt_dspark_get_info(const ds4rt_dspark *d, ds4rt_dspark_info *out) {
     if (d == NULL || out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_get_info: NULL argument");
-    if (out->size < sizeof *out)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_get_info: info.size %zu < %zu", out->size, sizeof *out);
-    memset(out, 0, sizeof *out);
-    out->size = sizeof *out;
-    out->layout = (int32_t)d->layout;
-    out->n_stages = d->n_stages;
-    out->block_size = d->block_size;
-    out->markov_rank = d->markov_rank;
-    out->noise_token = d->noise_token;
-    out->window = d->window;
-    out->n_target_layers = d->n_tgt;
-    for (uint32_t i = 0; i < d->n_tgt; i++) out->target_layers[i] = d->tgt_layers[i];
-    snprintf(out->tensor_types, sizeof out->tensor_types, "%s", d->tensor_types);
-    return DS4RT_OK;
+    ds4rt_dspark_info info;
+    memset(&info, 0, sizeof info);
+    info.size = sizeof info;
+    info.layout = (int32_t)d->layout;
+    info.n_stages = d->n_stages;
+    info.block_size = d->block_size;
+    info.markov_rank = d->markov_rank;
+    info.noise_token = d->noise_token;
+    info.window = d->window;
+    info.n_target_layers = d->n_tgt;
+    for (uint32_t i = 0; i < d->n_tgt; i++) info.target_layers[i] = d->tgt_layers[i];
+    snprintf(info.tensor_types, sizeof info.tensor_types, "%s", d->tensor_types);
+    ds4rt_status st = ds4rt_struct_write(&DSPARK_INFO, &info, out);
+    return st == DS4RT_OK ? st : ds4rt_fail_context(st, "dspark_get_info");
 }
 
 /* ---- one proposal, for hosts and tests ----------------------------------------------------- */

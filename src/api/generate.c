@@ -1,27 +1,71 @@
 /* generate.c - plain (non-speculative) generation: prompt, then sample / evaluate. */
+#include <stddef.h>
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
 
-DS4RT_API ds4rt_generate_params ds4rt_generate_default_params(void) {
-    ds4rt_generate_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.max_tokens = 128;
-    p.stop_at_eos = 1;
-    p.sampler = ds4rt_sampler_default_params();
-    return p;
+static void generate_params_defaults(void *out) {
+    ds4rt_generate_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->max_tokens = 128;
+    p->stop_at_eos = 1;
+    p->sampler = NULL;
+}
+
+/* ABI 1.0 embedded the sampler parameters; its layout is recognised by its size. */
+static void read_1_0(const void *legacy, void *lib) {
+    const ds4rt_generate_params_1_0 *o = legacy;
+    ds4rt_generate_params *p = lib;
+    p->max_tokens = o->max_tokens;
+    p->stop_at_eos = o->stop_at_eos;
+    p->sampler = (const ds4rt_sampler_params *)(const void *)&o->sampler;
+    p->on_token = o->on_token;
+    p->user = o->user;
+    p->spec = o->spec;
+}
+
+static void init_1_0(void *legacy) {
+    ds4rt_generate_params_1_0 *o = legacy;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->max_tokens = 128;
+    o->stop_at_eos = 1;
+    (void)ds4rt_sampler_params_init((ds4rt_sampler_params *)(void *)&o->sampler, sizeof o->sampler);
+}
+
+static const ds4rt_legacy_layout GENERATE_1_0 = {sizeof(ds4rt_generate_params_1_0), read_1_0, init_1_0};
+
+static const ds4rt_struct_desc GENERATE_PARAMS = {
+    .name = "ds4rt_generate_params",
+    .size = sizeof(ds4rt_generate_params),
+    .min_size = offsetof(ds4rt_generate_params, spec) + sizeof(void *), /* the 1.1 layout */
+    .defaults = generate_params_defaults,
+    .legacy = &GENERATE_1_0,
+    .n_legacy = 1,
+};
+_Static_assert(sizeof(ds4rt_generate_params) != sizeof(ds4rt_generate_params_1_0),
+               "the 1.0 size identifies the 1.0 layout: a later layout must skip it (a reserved field)");
+
+DS4RT_API ds4rt_status ds4rt_generate_params_init(ds4rt_generate_params *params, size_t size) {
+    return ds4rt_struct_init(&GENERATE_PARAMS, params, size);
 }
 
 DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *s, const int32_t *prompt, size_t n_prompt,
-                                      const ds4rt_generate_params *params, int32_t *out, size_t cap, size_t *n_out) {
-    if (s == NULL || params == NULL || n_out == NULL || (cap > 0 && out == NULL))
+                                      const ds4rt_generate_params *caller, int32_t *out, size_t cap, size_t *n_out) {
+    if (s == NULL || caller == NULL || n_out == NULL || (cap > 0 && out == NULL))
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "generate: NULL argument");
     *n_out = 0;
-    if (params->size < sizeof *params)
-        return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "generate: params.size %zu < %zu",
-                                                 params->size, sizeof *params));
+    ds4rt_generate_params gp;
+    ds4rt_sampler_params sampler;
+    ds4rt_status rst = ds4rt_struct_read(&GENERATE_PARAMS, caller, &gp);
+    if (rst == DS4RT_OK) rst = ds4rt_sampler_params_read(gp.sampler, &sampler);
+    if (rst != DS4RT_OK) return ds4rt_session_error(s, ds4rt_fail_context(rst, "generate"));
+    gp.sampler = &sampler; /* from here on always the library's layout */
+    const ds4rt_generate_params *params = &gp;
     if (params->spec != NULL) {
         ds4rt_status sst = ds4rt_generate_speculative(s, prompt, n_prompt, params, out, cap, n_out);
         return ds4rt_session_error(s, sst);
@@ -32,7 +76,7 @@ DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *s, const int32_t *prompt, s
         return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_STATE, "generate: no logits to sample from (empty prompt "
                                                                   "and empty context)"));
     ds4rt_sampler *smp;
-    st = ds4rt_sampler_create(&params->sampler, s->model->target.hp.n_vocab, &smp);
+    st = ds4rt_sampler_create(params->sampler, s->model->target.hp.n_vocab, &smp);
     if (st != DS4RT_OK) return ds4rt_session_error(s, st);
     size_t limit = params->max_tokens < 0 ? 0 : (size_t)params->max_tokens;
     if (limit > cap) limit = cap;

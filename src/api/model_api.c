@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "abi.h"
+#include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
 #include "threadpool.h"
@@ -24,9 +25,11 @@ static void model_params_defaults(void *out) {
 static const ds4rt_struct_desc MODEL_PARAMS = {
     .name = "ds4rt_model_params",
     .size = sizeof(ds4rt_model_params),
-    .min_size = offsetof(ds4rt_model_params, backend), /* the 1.0 layout */
+    .min_size = sizeof(ds4rt_model_params_1_0),
     .defaults = model_params_defaults,
 };
+_Static_assert(offsetof(ds4rt_model_params, backend) >= sizeof(ds4rt_model_params_1_0),
+               "1.1 fields start after the 1.0 layout");
 
 static const ds4rt_struct_desc MODEL_INFO = {
     .name = "ds4rt_model_info",
@@ -34,10 +37,8 @@ static const ds4rt_struct_desc MODEL_INFO = {
     .min_size = offsetof(ds4rt_model_info, backend), /* the 1.0 layout */
 };
 
-DS4RT_API ds4rt_model_params ds4rt_model_default_params(void) {
-    ds4rt_model_params p;
-    model_params_defaults(&p);
-    return p;
+DS4RT_API ds4rt_status ds4rt_model_params_init(ds4rt_model_params *params, size_t size) {
+    return ds4rt_struct_init(&MODEL_PARAMS, params, size);
 }
 
 static int32_t optional_id(const ds4rt_gguf *g, const char *key) {

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
+#include "api_internal.h"
 #include "internal.h"
 #include "sampling.h"
 
@@ -14,21 +17,33 @@ struct ds4rt_sampler {
     int32_t *work_idx;
 };
 
-DS4RT_API ds4rt_sampler_params ds4rt_sampler_default_params(void) {
-    ds4rt_sampler_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.temperature = 0.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = 0;
-    return p;
+static void sampler_params_defaults(void *out) {
+    ds4rt_sampler_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->temperature = 0.0f;
+    p->top_k = 0;
+    p->top_p = 1.0f;
+    p->min_p = 0.0f;
+    p->seed = 0;
+}
+
+static const ds4rt_struct_desc SAMPLER_PARAMS = {
+    .name = "ds4rt_sampler_params",
+    .size = sizeof(ds4rt_sampler_params),
+    .min_size = sizeof(ds4rt_sampler_params_1_0),
+    .defaults = sampler_params_defaults,
+};
+
+DS4RT_API ds4rt_status ds4rt_sampler_params_init(ds4rt_sampler_params *params, size_t size) {
+    return ds4rt_struct_init(&SAMPLER_PARAMS, params, size);
+}
+
+ds4rt_status ds4rt_sampler_params_read(const ds4rt_sampler_params *in, ds4rt_sampler_params *out) {
+    return ds4rt_struct_read(&SAMPLER_PARAMS, in, out);
 }
 
 static ds4rt_status check_params(const ds4rt_sampler_params *p) {
-    if (p->size < sizeof *p)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "sampler params.size %zu is smaller than %zu", p->size, sizeof *p);
     if (!isfinite(p->temperature) || !(p->top_p > 0.0f) || !isfinite(p->top_p) || !isfinite(p->min_p) ||
         p->min_p > 1.0f)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
@@ -40,8 +55,10 @@ static ds4rt_status check_params(const ds4rt_sampler_params *p) {
 DS4RT_API ds4rt_status ds4rt_sampler_create(const ds4rt_sampler_params *params, uint32_t n_vocab, ds4rt_sampler **out) {
     if (out == NULL || n_vocab == 0) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "sampler_create: bad argument");
     *out = NULL;
-    ds4rt_sampler_params p = params ? *params : ds4rt_sampler_default_params();
-    ds4rt_status st = check_params(&p);
+    ds4rt_sampler_params p;
+    ds4rt_status st = ds4rt_sampler_params_read(params, &p);
+    if (st != DS4RT_OK) return ds4rt_fail_context(st, "sampler_create");
+    st = check_params(&p);
     if (st != DS4RT_OK) return st;
     ds4rt_sampler *s = calloc(1, sizeof *s);
     if (s == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "sampler");

@@ -3,24 +3,41 @@
 
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
+#include "api_internal.h"
 #include "internal.h"
 
-DS4RT_API ds4rt_scheduler_params ds4rt_scheduler_default_params(void) {
-    ds4rt_scheduler_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.mode = DS4RT_SCHEDULER_ADAPTIVE;
-    p.max_draft = 0;
-    p.warmup_cycles = 4;
-    p.probe_min = 4;
-    p.probe_max = 64;
-    p.history_decay = 0.9f;
-    p.confidence_weight = 0.5f;
-    p.measured_costs = 1;
-    p.verify_cost_base = 0.8f;
-    p.verify_cost_per_token = 0.2f;
-    p.propose_cost = 0.3f;
-    return p;
+static void scheduler_params_defaults(void *out) {
+    ds4rt_scheduler_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->mode = DS4RT_SCHEDULER_ADAPTIVE;
+    p->max_draft = 0;
+    p->warmup_cycles = 4;
+    p->probe_min = 4;
+    p->probe_max = 64;
+    p->history_decay = 0.9f;
+    p->confidence_weight = 0.5f;
+    p->measured_costs = 1;
+    p->verify_cost_base = 0.8f;
+    p->verify_cost_per_token = 0.2f;
+    p->propose_cost = 0.3f;
+}
+
+static const ds4rt_struct_desc SCHEDULER_PARAMS = {
+    .name = "ds4rt_scheduler_params",
+    .size = sizeof(ds4rt_scheduler_params),
+    .min_size = sizeof(ds4rt_scheduler_params_1_0),
+    .defaults = scheduler_params_defaults,
+};
+
+DS4RT_API ds4rt_status ds4rt_scheduler_params_init(ds4rt_scheduler_params *params, size_t size) {
+    return ds4rt_struct_init(&SCHEDULER_PARAMS, params, size);
+}
+
+ds4rt_status ds4rt_scheduler_params_read(const ds4rt_scheduler_params *in, ds4rt_scheduler_params *out) {
+    return ds4rt_struct_read(&SCHEDULER_PARAMS, in, out);
 }
 
 void ds4rt_sched_init(ds4rt_sched *s, const ds4rt_scheduler_params *p) {

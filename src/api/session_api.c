@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
 
@@ -11,16 +13,30 @@ ds4rt_status ds4rt_session_error(ds4rt_session *s, ds4rt_status st) {
     return st;
 }
 
+static void session_params_defaults(void *out) {
+    ds4rt_session_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->n_ctx = 4096;
+    p->max_batch = 32;
+}
+
+static const ds4rt_struct_desc SESSION_PARAMS = {
+    .name = "ds4rt_session_params",
+    .size = sizeof(ds4rt_session_params),
+    .min_size = sizeof(ds4rt_session_params_1_0),
+    .defaults = session_params_defaults,
+};
+
 ds4rt_session_params ds4rt_session_params_defaults(void) {
     ds4rt_session_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.n_ctx = 4096;
-    p.max_batch = 32;
+    session_params_defaults(&p);
     return p;
 }
 
-DS4RT_API ds4rt_session_params ds4rt_session_default_params(void) { return ds4rt_session_params_defaults(); }
+DS4RT_API ds4rt_status ds4rt_session_params_init(ds4rt_session_params *params, size_t size) {
+    return ds4rt_struct_init(&SESSION_PARAMS, params, size);
+}
 
 ds4rt_session_buffers ds4rt_session_buffer_sizes(const ds4rt_hparams *hp, const ds4rt_session_params *p) {
     return (ds4rt_session_buffers){.pass_logits = (size_t)p->max_batch * hp->n_vocab * sizeof(float),
@@ -31,14 +47,9 @@ ds4rt_session_buffers ds4rt_session_buffer_sizes(const ds4rt_hparams *hp, const 
 DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_params *params, ds4rt_session **out) {
     if (m == NULL || out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_create: NULL argument");
     *out = NULL;
-    ds4rt_session_params p = ds4rt_session_default_params();
-    if (params != NULL) {
-        if (params->size < sizeof p)
-            return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_create: params.size %zu is smaller than %zu",
-                              params->size, sizeof p);
-        p = *params;
-        p.size = sizeof p;
-    }
+    ds4rt_session_params p;
+    ds4rt_status rst = ds4rt_struct_read(&SESSION_PARAMS, params, &p);
+    if (rst != DS4RT_OK) return ds4rt_fail_context(rst, "session_create");
     if (p.n_ctx < 1 || p.n_ctx > ((int64_t)1 << 31))
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_create: n_ctx %lld outside [1, 2^31]", (long long)p.n_ctx);
     if (p.max_batch < 1 || p.max_batch > 4096)
@@ -48,6 +59,7 @@ DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_
     if (s == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "session");
     s->model = m;
     s->params = p;
+    ds4rt_spec_stats_clear(&s->stats);
     const ds4rt_backend_ops *ops = ds4rt_backend_get_ops(m->be);
     ds4rt_status st = ops->ctx_create(m->be, m->params.n_threads, &s->ctx);
     if (st == DS4RT_OK) st = ds4rt_kv_state_create(s->ctx, hp, p.n_ctx, p.max_batch, &s->st);

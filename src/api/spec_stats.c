@@ -1,22 +1,35 @@
 /* spec_stats.c - speculative statistics: access, reset, ds4's one-line format and JSON. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "abi.h"
 #include "api_internal.h"
 #include "internal.h"
 
+/* An output struct, and an input of ds4rt_spec_stats_format; it only grows at its end. */
+static const ds4rt_struct_desc SPEC_STATS = {
+    .name = "ds4rt_spec_stats",
+    .size = sizeof(ds4rt_spec_stats),
+    .min_size = offsetof(ds4rt_spec_stats, decode_ms_avg) + sizeof(double), /* the 1.0 layout */
+    .defaults = ds4rt_spec_stats_clear,
+};
+
+void ds4rt_spec_stats_clear(void *stats) {
+    ds4rt_spec_stats *st = stats;
+    memset(st, 0, sizeof *st);
+    st->size = sizeof *st;
+}
+
 DS4RT_API ds4rt_status ds4rt_session_spec_stats(const ds4rt_session *s, ds4rt_spec_stats *out) {
     if (s == NULL || out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_spec_stats: NULL argument");
-    if (out->size < sizeof *out)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_spec_stats: stats.size %zu < %zu", out->size, sizeof *out);
-    *out = s->stats;
-    out->size = sizeof *out;
-    return DS4RT_OK;
+    ds4rt_status st = ds4rt_struct_write(&SPEC_STATS, &s->stats, out);
+    return st == DS4RT_OK ? st : ds4rt_fail_context(st, "session_spec_stats");
 }
 
 DS4RT_API void ds4rt_session_reset_spec_stats(ds4rt_session *s) {
-    if (s != NULL) memset(&s->stats, 0, sizeof s->stats);
+    if (s != NULL) ds4rt_spec_stats_clear(&s->stats);
 }
 
 /* A growing buffer that counts what it could not hold. */
@@ -53,15 +66,20 @@ static void list(sbuf *b, const uint64_t *v, size_t n) {
 
 static const char *const REASONS[] = {"scheduler", "tail", "confidence", "not_ready", "op_unavailable",
                                       "no_room", "error", "scheduler_off", "empty"};
+_Static_assert(DS4RT_ARRAY_LEN(REASONS) == DS4RT_NO_DRAFT_REASON_COUNT, "one name per ds4rt_no_draft_reason");
 
 #define U(name) (unsigned long long)st->name
 #define C(name) put(&b, json ? "\"" #name "\":%llu," : " " #name "=%llu", U(name))
 #define T(name) put(&b, json ? "\"" #name "\":%.3f," : " " #name "=%.3f", st->name)
 
-DS4RT_API ds4rt_status ds4rt_spec_stats_format(const ds4rt_spec_stats *st, int json, char *buf, size_t cap,
+DS4RT_API ds4rt_status ds4rt_spec_stats_format(const ds4rt_spec_stats *caller, int json, char *buf, size_t cap,
                                                size_t *needed) {
-    if (st == NULL || needed == NULL || (cap > 0 && buf == NULL))
+    if (caller == NULL || needed == NULL || (cap > 0 && buf == NULL))
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "spec_stats_format: NULL argument");
+    ds4rt_spec_stats copy; /* a caller's older struct reads as zeros in the fields it lacks */
+    ds4rt_status rst = ds4rt_struct_read(&SPEC_STATS, caller, &copy);
+    if (rst != DS4RT_OK) return ds4rt_fail_context(rst, "spec_stats_format");
+    const ds4rt_spec_stats *st = &copy;
     sbuf b = {.p = buf, .cap = cap, .len = 0};
     double rate = st->proposed ? 100.0 * (double)st->accepted_draft / (double)st->proposed : 0.0;
     double avg = st->cycles ? (double)st->accepted_draft / (double)st->cycles : 0.0;
@@ -106,31 +124,31 @@ DS4RT_API ds4rt_status ds4rt_spec_stats_format(const ds4rt_spec_stats *st, int j
     T(net_saved);
     if (json) {
         put(&b, "\"draft_len_hist\":");
-        list(&b, st->draft_len_hist, 17);
+        list(&b, st->draft_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, ",\"accepted_len_hist\":");
-        list(&b, st->accepted_len_hist, 17);
+        list(&b, st->accepted_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, ",\"no_draft_by_reason\":{");
         for (size_t i = 0; i < DS4RT_ARRAY_LEN(REASONS); i++)
             put(&b, "%s\"%s\":%llu", i ? "," : "", REASONS[i], (unsigned long long)st->no_draft_by_reason[i]);
         put(&b, "},\"proposed_at\":");
-        list(&b, st->proposed_at, 16);
+        list(&b, st->proposed_at, DS4RT_MAX_DRAFT);
         put(&b, ",\"accepted_at\":");
-        list(&b, st->accepted_at, 16);
+        list(&b, st->accepted_at, DS4RT_MAX_DRAFT);
         put(&b, ",\"stage_ms\":[");
-        for (int i = 0; i < 8; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
+        for (int i = 0; i < DS4RT_MAX_DRAFTER_STAGES; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
         put(&b, "],");
     } else {
         put(&b, " draft_len_hist=");
-        hist(&b, st->draft_len_hist, 17);
+        hist(&b, st->draft_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, " accepted_len_hist=");
-        hist(&b, st->accepted_len_hist, 17);
+        hist(&b, st->accepted_len_hist, DS4RT_DRAFT_HIST_LEN);
         put(&b, " no_draft_reasons=");
         for (size_t i = 0; i < DS4RT_ARRAY_LEN(REASONS); i++)
             put(&b, "%s%s:%llu", i ? "," : "", REASONS[i], (unsigned long long)st->no_draft_by_reason[i]);
         put(&b, " accepted_at=");
-        hist(&b, st->accepted_at, 16);
+        hist(&b, st->accepted_at, DS4RT_MAX_DRAFT);
         put(&b, " stage_ms=");
-        for (int i = 0; i < 8; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
+        for (int i = 0; i < DS4RT_MAX_DRAFTER_STAGES; i++) put(&b, "%s%.3f", i ? "," : "", st->stage_ms[i]);
     }
     C(confidence_cuts);
     C(scheduler_trims);

@@ -13,9 +13,12 @@
  * same as plain decoding's.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
 #include "sampling.h"
@@ -51,7 +54,7 @@ static void free_run(spec_run *r) {
 
 /* The target distribution of a row (sampler filters applied), or argmax for greedy. */
 static void target_probs(spec_run *r, const float *logits) {
-    ds4rt_sampling_probs(&r->gp->sampler, logits, r->V, r->p_probs, r->work_idx, r->work_val);
+    ds4rt_sampling_probs(r->gp->sampler, logits, r->V, r->p_probs, r->work_idx, r->work_val);
 }
 
 static int32_t pick(spec_run *r, const float *logits) {
@@ -83,7 +86,7 @@ static void dspark_draft(spec_run *r, int32_t anchor, int32_t L, draft *out) {
     for (int32_t i = 0; i < L; i++) u[i] = r->sample ? ds4rt_rng_uniform(&r->rng) : 0.0;
     ds4rt_proposal prop;
     ds4rt_status rc = ds4rt_drafter_propose(&s->drafter, anchor, L, r->sp.confidence_threshold,
-                                            r->sample ? &r->gp->sampler : NULL, u, r->work_val, r->work_idx, r->sample,
+                                            r->sample ? r->gp->sampler : NULL, u, r->work_val, r->work_idx, r->sample,
                                             &prop);
     st->prop_setup += prop.ms_setup;
     st->prop_chain += prop.ms_chain;
@@ -105,7 +108,7 @@ static void dspark_draft(spec_run *r, int32_t anchor, int32_t L, draft *out) {
     if (prop.n == 0) out->reason = prop.cut ? DS4RT_NO_DRAFT_CONFIDENCE : DS4RT_NO_DRAFT_EMPTY;
     if (r->sample) {
         for (int32_t i = 0; i < prop.n; i++)
-            ds4rt_sampling_probs(&r->gp->sampler, prop.corrected + (size_t)i * r->V, r->V, r->q_rows + (size_t)i * r->V,
+            ds4rt_sampling_probs(r->gp->sampler, prop.corrected + (size_t)i * r->V, r->V, r->q_rows + (size_t)i * r->V,
                                  r->work_idx, r->work_val);
         out->have_q = true;
     }
@@ -307,33 +310,83 @@ done:
     return DS4RT_OK;
 }
 
-DS4RT_API ds4rt_spec_params ds4rt_spec_default_params(void) {
-    ds4rt_spec_params p;
-    memset(&p, 0, sizeof p);
-    p.size = sizeof p;
-    p.confidence_threshold = 0.5f;
-    p.scheduler = ds4rt_scheduler_default_params();
-    return p;
+static void spec_params_defaults(void *out) {
+    ds4rt_spec_params *p = out;
+    memset(p, 0, sizeof *p);
+    p->size = sizeof *p;
+    p->confidence_threshold = 0.5f;
+    p->scheduler = NULL;
+}
+
+/* ABI 1.0 embedded the scheduler parameters; its layout is recognised by its size. */
+static void read_1_0(const void *legacy, void *lib) {
+    const ds4rt_spec_params_1_0 *o = legacy;
+    ds4rt_spec_params *p = lib;
+    p->dspark = o->dspark;
+    p->draft_fn = o->draft_fn;
+    p->draft_user = o->draft_user;
+    p->confidence_threshold = o->confidence_threshold;
+    p->scheduler = (const ds4rt_scheduler_params *)(const void *)&o->scheduler;
+    p->on_stats = o->on_stats;
+    p->stats_user = o->stats_user;
+}
+
+static void init_1_0(void *legacy) {
+    ds4rt_spec_params_1_0 *o = legacy;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    o->confidence_threshold = 0.5f;
+    (void)ds4rt_scheduler_params_init((ds4rt_scheduler_params *)(void *)&o->scheduler, sizeof o->scheduler);
+}
+
+static const ds4rt_legacy_layout SPEC_1_0 = {sizeof(ds4rt_spec_params_1_0), read_1_0, init_1_0};
+
+static const ds4rt_struct_desc SPEC_PARAMS = {
+    .name = "ds4rt_spec_params",
+    .size = sizeof(ds4rt_spec_params),
+    .min_size = offsetof(ds4rt_spec_params, stats_user) + sizeof(void *), /* the 1.1 layout */
+    .defaults = spec_params_defaults,
+    .legacy = &SPEC_1_0,
+    .n_legacy = 1,
+};
+_Static_assert(sizeof(ds4rt_spec_params) != sizeof(ds4rt_spec_params_1_0),
+               "the 1.0 size identifies the 1.0 layout: a later layout must skip it (a reserved field)");
+_Static_assert(DS4RT_DSPARK_MAX_BLOCK == DS4RT_MAX_DRAFT && DS4RT_DSPARK_MAX_STAGES == DS4RT_MAX_DRAFTER_STAGES &&
+                   DS4RT_DSPARK_MAX_TARGET_LAYERS == DS4RT_MAX_TARGET_LAYERS,
+               "the drafter's limits are the public array sizes");
+
+DS4RT_API ds4rt_status ds4rt_spec_params_init(ds4rt_spec_params *params, size_t size) {
+    return ds4rt_struct_init(&SPEC_PARAMS, params, size);
+}
+
+ds4rt_status ds4rt_spec_params_read(const ds4rt_spec_params *in, ds4rt_spec_params *out,
+                                    ds4rt_scheduler_params *scheduler) {
+    ds4rt_status st = ds4rt_struct_read(&SPEC_PARAMS, in, out);
+    if (st == DS4RT_OK) st = ds4rt_scheduler_params_read(out->scheduler, scheduler);
+    out->scheduler = scheduler; /* from here on always the library's layout */
+    return st;
 }
 
 ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt, size_t n_prompt,
                                         const ds4rt_generate_params *gp, int32_t *out, size_t cap, size_t *n_out) {
-    const ds4rt_spec_params *sp = gp->spec;
-    if (sp->size < sizeof *sp)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "spec params.size %zu < %zu", sp->size, sizeof *sp);
+    ds4rt_spec_params spec;
+    ds4rt_scheduler_params scheduler;
+    ds4rt_status rst = ds4rt_spec_params_read(gp->spec, &spec, &scheduler);
+    if (rst != DS4RT_OK) return rst;
+    const ds4rt_spec_params *sp = &spec;
     if (sp->dspark == NULL && sp->draft_fn == NULL)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "speculative generation needs a drafter: set spec.dspark or "
                                                       "spec.draft_fn");
     if (!(sp->confidence_threshold >= 0.0f && sp->confidence_threshold <= 1.0f))
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "confidence_threshold %g outside [0, 1]",
                           (double)sp->confidence_threshold);
-    if (sp->scheduler.size < sizeof sp->scheduler || (unsigned)sp->scheduler.mode > DS4RT_SCHEDULER_OFF)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "scheduler params: bad size or mode");
+    if ((unsigned)sp->scheduler->mode > DS4RT_SCHEDULER_OFF)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "scheduler params: unknown mode %d", (int)sp->scheduler->mode);
     spec_run r = {.s = s, .gp = gp, .sp = *sp, .d = sp->dspark, .st = &s->stats};
     r.V = s->model->target.hp.n_vocab;
-    r.sample = gp->sampler.temperature > 0.0f;
-    ds4rt_rng_seed(&r.rng, gp->sampler.seed);
-    ds4rt_sched_init(&r.sched, &sp->scheduler);
+    r.sample = gp->sampler->temperature > 0.0f;
+    ds4rt_rng_seed(&r.rng, gp->sampler->seed);
+    ds4rt_sched_init(&r.sched, sp->scheduler);
     if (r.d != NULL) {
         ds4rt_status st = ds4rt_session_attach_drafter(s, r.d);
         if (st != DS4RT_OK) return st;
@@ -341,7 +394,7 @@ ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt,
     } else {
         r.block = DS4RT_DSPARK_MAX_BLOCK;
     }
-    if (sp->scheduler.max_draft > 0 && sp->scheduler.max_draft < r.block) r.block = sp->scheduler.max_draft;
+    if (sp->scheduler->max_draft > 0 && sp->scheduler->max_draft < r.block) r.block = sp->scheduler->max_draft;
     if ((int64_t)r.block + 1 > (int64_t)s->st.max_batch)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
                           "the session's max_batch %u cannot hold a verify pass of %d drafts + the anchor",

@@ -3,6 +3,7 @@
  * (docs/DSPARK.md, "Support models"). Every problem is an error that names the key or tensor;
  * DSpark never starts half-broken (ds4's counters-then-silent-no_draft failure).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,6 +7,8 @@
  */
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "tokenizer_internal.h"
 
 enum marker { M_BOS, M_USER, M_ASSISTANT, M_THINK, M_END_THINK, M_EOS, M_COUNT };
@@ -89,23 +91,28 @@ static ds4rt_status check_messages(const ds4rt_chat_message *msgs, size_t n,
     return DS4RT_OK;
 }
 
-DS4RT_API void ds4rt_chat_options_default(ds4rt_chat_options *o) {
-    if (!o) return;
+static void options_defaults(void *out) {
+    ds4rt_chat_options *o = out;
     memset(o, 0, sizeof *o);
     o->size = sizeof *o;
     o->think = DS4RT_THINK_NONE;
     o->add_generation_prompt = 1;
 }
 
+/* The versioning rule of abi.h. */
+static const ds4rt_struct_desc CHAT_OPTIONS = {
+    .name = "ds4rt_chat_options",
+    .size = sizeof(ds4rt_chat_options),
+    .min_size = sizeof(ds4rt_chat_options_1_0),
+    .defaults = options_defaults,
+};
+
+DS4RT_API ds4rt_status ds4rt_chat_options_init(ds4rt_chat_options *options, size_t size) {
+    return ds4rt_struct_init(&CHAT_OPTIONS, options, size);
+}
+
 static ds4rt_status read_options(const ds4rt_chat_options *in, ds4rt_chat_options *o) {
-    ds4rt_chat_options_default(o);
-    if (!in) return DS4RT_OK;
-    if (in->size < sizeof(size_t) || in->size > sizeof *o)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
-                          "ds4rt_chat_options.size is %zu; set it with ds4rt_chat_options_default()",
-                          in->size);
-    memcpy(o, in, in->size);
-    return DS4RT_OK;
+    return ds4rt_struct_read(&CHAT_OPTIONS, in, o);
 }
 
 static void render(rendering *r, const ds4rt_chat_message *msgs, size_t n,

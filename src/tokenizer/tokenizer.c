@@ -9,17 +9,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
+#include "abi_1_0.h"
 #include "bytelevel.h"
 #include "hash.h"
 #include "tokenizer_internal.h"
 #include "utf8.h"
 
-DS4RT_API void ds4rt_tokenizer_arrays_default(ds4rt_tokenizer_arrays *a) {
-    if (!a) return;
+static void arrays_defaults(void *out) {
+    ds4rt_tokenizer_arrays *a = out;
     memset(a, 0, sizeof *a);
     a->size = sizeof *a;
     a->bos_id = -1;
     a->eos_id = -1;
+}
+
+/* The versioning rule of abi.h. */
+static const ds4rt_struct_desc TOKENIZER_ARRAYS = {
+    .name = "ds4rt_tokenizer_arrays",
+    .size = sizeof(ds4rt_tokenizer_arrays),
+    .min_size = sizeof(ds4rt_tokenizer_arrays_1_0),
+    .defaults = arrays_defaults,
+};
+
+DS4RT_API ds4rt_status ds4rt_tokenizer_arrays_init(ds4rt_tokenizer_arrays *arrays, size_t size) {
+    return ds4rt_struct_init(&TOKENIZER_ARRAYS, arrays, size);
 }
 
 static size_t token_len(const ds4rt_tokenizer *tok, int32_t id) {
@@ -250,13 +264,8 @@ DS4RT_API ds4rt_status ds4rt_tokenizer_from_arrays(const ds4rt_tokenizer_arrays 
     if (!arrays)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "ds4rt_tokenizer_from_arrays: NULL arrays");
     ds4rt_tokenizer_arrays a;
-    ds4rt_tokenizer_arrays_default(&a);
-    if (arrays->size < offsetof(ds4rt_tokenizer_arrays, pre) || arrays->size > sizeof a)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
-                          "ds4rt_tokenizer_arrays.size is %zu; set it with "
-                          "ds4rt_tokenizer_arrays_default()",
-                          arrays->size);
-    memcpy(&a, arrays, arrays->size);
+    ds4rt_status rst = ds4rt_struct_read(&TOKENIZER_ARRAYS, arrays, &a);
+    if (rst != DS4RT_OK) return rst;
     if (a.n_tokens == 0 || a.n_tokens > INT32_MAX || !a.tokens)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "a vocabulary needs 1..2^31-1 tokens (%u)",
                           a.n_tokens);

@@ -95,7 +95,7 @@ DS4RT_API ds4rt_status ds4rt_tokenizer_from_gguf(const ds4rt_gguf *g, ds4rt_toke
     *out = NULL;
     if (!g) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "ds4rt_tokenizer_from_gguf: NULL gguf");
     ds4rt_tokenizer_arrays a;
-    ds4rt_tokenizer_arrays_default(&a);
+    (void)ds4rt_tokenizer_arrays_init(&a, sizeof a);
     gguf_arrays tokens = {0}, merges = {0};
     int32_t *types = NULL, *normalized = NULL;
     char pre[32];
