@@ -49,9 +49,24 @@ def load(header_path: str | None = None, library_path: str | None = None):
     import ds4rt
 
     header_path = header_path or os.path.join(ds4rt.get_include(), "ds4rt.h")
-    library_path = library_path or os.path.join(ds4rt.get_library_dir(), "libds4rt.so")
+    library_path = library_path or os.path.join(ds4rt.get_library_dir(), "libds4rt.so.1")
     ffi.cdef(header_declarations(header_path))
     return ffi.dlopen(library_path)
 
 
 lib = load()
+
+
+def load_testing():
+    """(ffi, lib) that also declare the test hooks of src/ds4rt_testing.h (single CPU ops, the
+    kernel path choice, single GPU kernels): the library exports them, the installed header
+    does not; only a source tree has this header."""
+    import ds4rt
+
+    testing = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    own = cffi.FFI()
+    own.cdef(
+        header_declarations(os.path.join(ds4rt.get_include(), "ds4rt.h"))
+        + header_declarations(os.path.join(testing, "ds4rt_testing.h"))
+    )
+    return own, own.dlopen(os.path.join(ds4rt.get_library_dir(), "libds4rt.so.1"))

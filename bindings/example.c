@@ -1,10 +1,10 @@
 /*
  * example.c - a minimal host program embedding ds4rt through its C ABI.
  *
- * Build against an installed Python package:
- *   cc example.c -I"$(python -c 'import ds4rt; print(ds4rt.get_include())')" \
- *      -L"$(python -c 'import ds4rt; print(ds4rt.get_library_dir())')" -lds4rt \
- *      -Wl,-rpath,"$(python -c 'import ds4rt; print(ds4rt.get_library_dir())')" -o example
+ * Build against an installed Python package, through its pkg-config file:
+ *   export PKG_CONFIG_PATH="$(python -c 'import ds4rt; print(ds4rt.get_pkgconfig_dir())')"
+ *   cc example.c $(pkg-config --cflags --libs ds4rt) -o example
+ * (tests/meson.build builds it so, as the Meson target `example`.)
  */
 #include <stdio.h>
 

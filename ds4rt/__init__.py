@@ -2,7 +2,8 @@
 decoding. The C core (libds4rt) is linked directly by the ``_core`` extension.
 
 ``get_include()`` and ``get_library_dir()`` tell a C/C++ build where the installed header
-(``ds4rt.h``) and shared library (``libds4rt.so``) are, like ``numpy.get_include()``.
+(``ds4rt.h``) and shared library (``libds4rt.so``, soname ``libds4rt.so.1``) are, like
+``numpy.get_include()``; ``get_pkgconfig_dir()`` holds ``ds4rt.pc`` for pkg-config.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "errors",
     "get_include",
     "get_library_dir",
+    "get_pkgconfig_dir",
     "version",
 ]
 
@@ -43,3 +45,9 @@ def get_include() -> str:
 def get_library_dir() -> str:
     """Directory holding the installed shared library ``libds4rt.so`` (link with -lds4rt)."""
     return os.path.dirname(__file__)
+
+
+def get_pkgconfig_dir() -> str:
+    """Directory holding ``ds4rt.pc``: with it on PKG_CONFIG_PATH, ``pkg-config --cflags --libs
+    ds4rt`` gives the flags to build and link a host (rpath included)."""
+    return os.path.join(os.path.dirname(__file__), "pkgconfig")

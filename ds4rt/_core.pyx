@@ -22,6 +22,9 @@ cdef extern from "ds4rt.h":
     const char *ds4rt_build_info()
     ds4rt_status ds4rt_gpu_device_count(int *count)
     ds4rt_status ds4rt_gpu_device_name(int device, char *buf, size_t len)
+
+
+cdef extern from "ds4rt_testing.h":  # not installed: test hooks the library exports
     ds4rt_status ds4rt_gpu_expand_q8_0_f16(const void *q8_blocks, size_t n_blocks,
                                            uint16_t *f16_out) nogil
 

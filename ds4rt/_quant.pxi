@@ -4,7 +4,7 @@
 
 from libc.stdint cimport int8_t, int64_t, uint32_t, uint64_t
 
-cdef extern from "ds4rt.h":
+cdef extern from "ds4rt_testing.h":  # not installed: test hooks the library exports
     ds4rt_status _q_dequantize "ds4rt_dequantize"(uint32_t type, const void *src, int64_t n,
                                                   float *dst) nogil
     ds4rt_status _q_matmul_host "ds4rt_matmul_host"(uint32_t type, const void *w, int64_t rows,

@@ -308,7 +308,7 @@ typedef enum ds4rt_numerics {
 /* The Q8->F16 expansion cache: an F16 copy of selected Q8_0 weights that batched passes can
  * multiply with through half-precision GEMMs. A policy of the model, set by the host, and never
  * changed by loading a support model (ds4 turned it off whenever a second model was mapped,
- * dspark.md §8). Enabling it changes arithmetic (F16 vs Q8_0 kernels), so greedy output may
+ * docs/CACHE.md). Enabling it changes arithmetic (F16 vs Q8_0 kernels), so greedy output may
  * differ between policies; it never differs because of a support model. See docs/CACHE.md. */
 typedef enum ds4rt_cache_policy {
     DS4RT_CACHE_AUTO = 0,    /* the backend decides (unified-memory devices: off unless a budget
@@ -507,7 +507,7 @@ DS4RT_API ds4rt_status ds4rt_sampler_probs(ds4rt_sampler *sampler, const float *
 /* ------------------------------------------------------------------------------------------ */
 
 /* Loading options. The support model never changes the target: its numerics, caches and memory
- * policy stay exactly as they were (contrast with ds4, dspark.md §8). */
+ * policy stay exactly as they were (contrast with ds4, docs/CACHE.md). */
 typedef struct ds4rt_dspark_params {
     size_t size;             /* sizeof(ds4rt_dspark_params), set by the default initialiser */
     uint32_t window;         /* context rows per drafter stage; 0 = the target's sliding window
@@ -619,7 +619,11 @@ typedef enum ds4rt_no_draft_reason {
     DS4RT_NO_DRAFT_TAIL = 1,          /* too few tokens left before max_tokens */
     DS4RT_NO_DRAFT_CONFIDENCE = 2,    /* cut by the confidence threshold at the first position */
     DS4RT_NO_DRAFT_NOT_READY = 3,     /* the drafter had no context for this position */
-    DS4RT_NO_DRAFT_OP_UNAVAILABLE = 4, /* a backend op the drafter needs is missing */
+    DS4RT_NO_DRAFT_OP_UNAVAILABLE = 4, /* never produced: a backend op the drafter needs that
+                                          the backend lacks fails the load or the first
+                                          speculative generation with DS4RT_ERR_BACKEND, so no
+                                          cycle runs without it. Kept so the indices (and
+                                          no_draft_by_reason's layout) stay those of 1.0 */
     DS4RT_NO_DRAFT_NO_ROOM = 5,       /* the context cannot hold a verify pass */
     DS4RT_NO_DRAFT_ERROR = 6,         /* the drafter failed (host callback < 0) */
     DS4RT_NO_DRAFT_SCHEDULER_OFF = 7, /* scheduler mode OFF */
@@ -627,7 +631,7 @@ typedef enum ds4rt_no_draft_reason {
 } ds4rt_no_draft_reason;
 
 /* Counters and timers of speculative decoding. The first group has ds4's stats-line names and
- * meanings (dspark.md §9.2), adapted to the reference alignment (docs/DSPARK.md says how).
+ * meanings (docs/DSPARK.md, "ds4's stats line"), adapted to the reference alignment.
  * Times are milliseconds. The struct only grows at its end. */
 typedef struct ds4rt_spec_stats {
     size_t size;
@@ -643,7 +647,8 @@ typedef struct ds4rt_spec_stats {
     uint64_t invalid;              /* draft ids outside the vocabulary (host drafters) */
     uint64_t scheduler_skips;
     uint64_t tail_skips;
-    uint64_t verifier_unavailable;
+    uint64_t verifier_unavailable; /* reserved, always 0: a failed verify pass is an error of
+                                      the generation (counted in errors), never a fallback */
     uint64_t errors;
     double propose;                /* whole proposer */
     double prop_stage0;            /* fusion: main_proj + main_norm (+ context rows) */
@@ -654,14 +659,18 @@ typedef struct ds4rt_spec_stats {
     double prop_conf0;             /* confidence of the first slot */
     double prop_logits;            /* base logits (target head) */
     double prop_markov;            /* Markov chain + confidences */
-    double prop_confidence;        /* (lazy confidences are inside prop_markov; kept for ds4) */
+    double prop_confidence;        /* reserved, always 0: ds4's non-lazy confidence pass;
+                                      ds4rt's lazy confidences are timed in prop_markov */
     double snapshot;               /* target frontier snapshot (inside verify) */
     double verify;                 /* verify passes */
-    double verify_upload;
+    double verify_upload;          /* reserved for GPU backends (host-to-device inputs of a
+                                      verify pass); 0 on the CPU, which copies nothing */
     double verify_layer;
     double verify_head;
-    double verify_read;
-    uint64_t verify_fused_head;
+    double verify_read;            /* reserved for GPU backends (reading the verify rows back);
+                                      0 on the CPU */
+    uint64_t verify_fused_head;    /* reserved, always 0: verify passes whose output head was
+                                      fused with the layers (a ds4 GPU variant; never here) */
     double replay;                 /* always 0: rollback is exact without replay */
     double spec_total;             /* whole speculative loop after the prompt */
     double target;                 /* passes that verified no draft (plain decodes) */
@@ -961,45 +970,6 @@ DS4RT_API ds4rt_status ds4rt_chat_render_ids(const ds4rt_tokenizer *tok,
                                              size_t cap, size_t *n_ids);
 
 /* ------------------------------------------------------------------------------------------ */
-/* CPU tensor ops: dequantisation and quantised matrix products (docs/QUANTS.md)              */
-/* ------------------------------------------------------------------------------------------ */
-/* Types computed: F32, F16, BF16, Q8_0, Q4_0, MXFP4, Q2_K, Q4_K, Q5_K, Q6_K, IQ2_XXS (see     */
-/* ds4rt_type_info.compute). Results are bitwise the same on every CPU path (scalar, AVX2,    */
-/* AVX-512, NEON), for any batch size and thread count.                                        */
-
-/* Dequantises n elements (a whole number of blocks) of `type` at src into dst[n] (f32), bit-exact
- * with gguf-py's dequantize(). DS4RT_ERR_UNSUPPORTED for a type the CPU backend does not compute,
- * DS4RT_ERR_INVALID_ARGUMENT for a partial block or a NULL pointer. */
-DS4RT_API ds4rt_status ds4rt_dequantize(uint32_t type, const void *src, int64_t n, float *dst);
-
-/* y[t*rows + r] = sum_c W[r][c] * x[t*cols + c] for t < n_tok, W[rows][cols] stored as GGUF rows of
- * `type` (row r at w + r * row bytes). Each activation row is first rounded to the type paired with
- * the weight (see ds4rt_quantize_activation). Uses a process-wide pool of n_threads threads
- * (<= 0: one per CPU the process may run on), recreated when n_threads changes; concurrent calls
- * are serialised. For hosts and tests; the runtime itself calls the internal matmul. */
-DS4RT_API ds4rt_status ds4rt_matmul_host(uint32_t type, const void *w, int64_t rows, int64_t cols,
-                                         const float *x, int64_t n_tok, float *y, int n_threads);
-
-/* Rounds an activation row x[n] exactly as ds4rt_matmul_host does for weights of weight_type:
- * Q8_0/Q4_0/MXFP4 pair with Q8_0 (blocks of 32), K-quants and IQ2_XXS with Q8_K (blocks of 256):
- * q[n] receives the int8 values and scales[n/32 or n/256] the f32 block scales (x ~ scale*q).
- * F32/F16/BF16 pair with float activations rounded to that type: scales[n] receives the rounded
- * values and q is not used (may be NULL). */
-DS4RT_API ds4rt_status ds4rt_quantize_activation(uint32_t weight_type, const float *x, int64_t n,
-                                                 int8_t *q, float *scales);
-
-/* Name of the CPU kernel path in use: "scalar", "avx2", "avx512", "neon" or "neon-dotprod". Chosen
- * at first use from the CPU's features, or by the environment variable DS4RT_CPU_ISA. */
-DS4RT_API const char *ds4rt_cpu_isa(void);
-
-/* Nonzero if path `name` (or "auto") is compiled in and this CPU can run it. */
-DS4RT_API int ds4rt_cpu_isa_supported(const char *name);
-
-/* Switches the CPU kernel path ("auto" = the widest this CPU runs). Call while no product runs.
- * DS4RT_ERR_UNSUPPORTED if this CPU cannot run it, DS4RT_ERR_INVALID_ARGUMENT for an unknown name. */
-DS4RT_API ds4rt_status ds4rt_cpu_isa_set(const char *name);
-
-/* ------------------------------------------------------------------------------------------ */
 /* Compute backends and what they run (docs/ARCHITECTURE.md, "The backend seam")               */
 /*                                                                                              */
 /* A backend implements ds4rt's table of DeepSeek V4 operations (embedding rows, hyper-         */
@@ -1032,7 +1002,7 @@ DS4RT_API ds4rt_status ds4rt_backend_supports(int32_t kind, int32_t device, uint
                                               int *supported);
 
 /* ------------------------------------------------------------------------------------------ */
-/* GPU backend (present only when built with -Dgpu=cuda or -Dgpu=hip)                          */
+/* GPU devices (a GPU backend is present only when built with -Dgpu=cuda or -Dgpu=hip)        */
 /* ------------------------------------------------------------------------------------------ */
 
 /* Number of GPUs visible to the compiled-in GPU backend; 0 (and DS4RT_OK) in a CPU-only build.
@@ -1042,12 +1012,6 @@ DS4RT_API ds4rt_status ds4rt_gpu_device_count(int *count);
 /* Writes "name (cc X.Y, N SMs, M GiB)" of GPU `device` into buf. DS4RT_ERR_BACKEND in a
  * CPU-only build. */
 DS4RT_API ds4rt_status ds4rt_gpu_device_name(int device, char *buf, size_t len);
-
-/* Expands n_blocks Q8_0 blocks (34 bytes each) into n_blocks*32 IEEE half values on the GPU,
- * with round-to-nearest-even; host buffers in and out. This is the kernel of the Q8->F16
- * expansion cache; the result is bitwise what the CPU dequantiser rounded to F16 gives. */
-DS4RT_API ds4rt_status ds4rt_gpu_expand_q8_0_f16(const void *q8_blocks, size_t n_blocks,
-                                                 uint16_t *f16_out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Default initialisers (header-inline)                                                         */

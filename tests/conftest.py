@@ -48,3 +48,19 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def repo_root() -> str:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def c_programs():
+    """programs(config) -> the Meson build of tests/meson.build for `config` ("native",
+    "sanitize", "aarch64"); .path(target) compiles a program and returns its path. A
+    configuration this machine cannot build skips the test with the reason."""
+    import meson_programs
+
+    def get(config: str = "native") -> meson_programs.Programs:
+        try:
+            return meson_programs.programs(config)
+        except meson_programs.Unavailable as e:
+            pytest.skip(str(e))
+
+    return get

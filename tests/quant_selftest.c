@@ -1,7 +1,8 @@
 /*
- * quant_selftest.c - checks every CPU kernel path this binary can run against the scalar path,
- * built straight from the sources by tools/quant_selftest.py (so it can be cross-compiled and run
- * under qemu, or copied to a machine with a wider ISA).
+ * quant_selftest.c - checks every CPU kernel path this binary can run against the scalar path;
+ * the Meson target quant_selftest, linked with the kernel libraries alone (so it can be
+ * cross-compiled and run under qemu, or copied to a machine with a wider ISA:
+ * tools/quant_selftest.py).
  *
  * For each path and weight type, on random blocks (finite f16 scales) and random activations:
  *   - y of a batch of 17 tokens is bitwise equal to the scalar path's;
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "blocks.h"
+#include "ds4rt_testing.h"
 #include "kernels.h"
 #include "matmul.h"
 #include "qtypes.h"

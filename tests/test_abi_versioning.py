@@ -338,3 +338,20 @@ def test_1_0_generate_and_spec_layouts_are_translated(env):
     # and a different seed in the 1.0 layout is read: other tokens
     v.sampler.seed = 8
     assert _run(env, gen10.ptr) != want
+
+
+def test_reserved_statistics_stay_zero():
+    """The ds4 fields ds4rt never produces (documented as reserved in ds4rt.h) and the no-draft
+    reason that cannot occur (a missing op fails at load time) are 0 after drafting runs with
+    DSpark and with a host drafter."""
+    model = ds4rt.Model(ds4rt.data.default_target())
+    dspark = ds4rt.DSpark(model, ds4rt.data.default_support())
+    s = model.session()
+    s.generate([1, 2, 3], max_tokens=24, dspark=dspark, scheduler="always", stop_at_eos=False)
+    s.generate([4, 5], max_tokens=12, draft=lambda ctx, n: [7] * n, stop_at_eos=False)
+    st = s.spec_stats()
+    assert st["proposed"] > 0
+    for name in ("verifier_unavailable", "prop_confidence", "verify_upload", "verify_read"):
+        assert st[name] == 0, name
+    assert st["verify_fused_head"] == 0 and st["replay"] == 0
+    assert st["no_draft_by_reason"]["op_unavailable"] == 0

@@ -1,31 +1,29 @@
-"""Op conformance of every compiled-in backend (tests/backend_ops/backend_ops.c, a Meson-built
-C program installed with -Dtest_programs=true): each op of the backend table against float64
+"""Op conformance of every compiled-in backend (tests/backend_ops/backend_ops.c, the Meson target
+backend_ops of tests/meson.build, built by the c_programs fixture): each op of the backend table against float64
 references, against the CPU backend's run of the same inputs, and for batch invariance, for
 every weight type (docs/ARCHITECTURE.md, "The backend seam")."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
 
 import ds4rt
 
-PROGRAM = os.path.join(os.path.dirname(ds4rt.__file__), "_testprogs", "ds4rt-backend-ops")
 
-pytestmark = pytest.mark.skipif(
-    not os.path.exists(PROGRAM),
-    reason="ds4rt was installed without -Csetup-args=-Dtest_programs=true (the CI build has it)",
-)
+@pytest.fixture(scope="module")
+def run(c_programs):
+    exe = c_programs("native").path("backend_ops")
 
+    def go(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300)
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PROGRAM, *args], capture_output=True, text=True, timeout=300)
+    return go
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_op_of_every_backend_conforms(seed):
+def test_every_op_of_every_backend_conforms(run, seed):
     r = run("--seed", str(seed))
     failed = [line for line in r.stdout.splitlines() if line.startswith("FAIL")]
     assert r.returncode == 0 and not failed, r.stdout + r.stderr
@@ -33,7 +31,7 @@ def test_every_op_of_every_backend_conforms(seed):
     assert summary.startswith("backend-ops:") and summary.endswith(" 0 failed"), summary
 
 
-def test_every_op_of_the_table_is_checked():
+def test_every_op_of_the_table_is_checked(run):
     """Each op the table names appears in the run, with a float64 or exact check and a
     comparison with the CPU's run; each weight type the CPU computes with is covered."""
     out = run().stdout
@@ -47,11 +45,11 @@ def test_every_op_of_the_table_is_checked():
             assert f"ok   cpu    {op} {t}" in out or f"{op} {t}" in out, (op, t)
 
 
-def test_usage_errors_exit_2():
+def test_usage_errors_exit_2(run):
     assert run("--bogus").returncode == 2
 
 
-def test_a_backend_lacking_an_op_is_refused_at_load_naming_it(tmp_path_factory):
+def test_a_backend_lacking_an_op_is_refused_at_load_naming_it(run, tmp_path_factory):
     """For each op: a CPU backend that says it lacks the op refuses to bind the target (or,
     for the drafter's own ops, to enable DSpark) with DS4RT_ERR_BACKEND naming the op."""
     from tiny_models import model as tiny

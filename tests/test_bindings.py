@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -12,36 +11,10 @@ import pytest
 import ds4rt
 
 
-def build_c_host(repo_root: str, tmp_path, source: str = "bindings/example.c") -> str:
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    exe = str(tmp_path / "host")
-    libdir = ds4rt.get_library_dir()
-    subprocess.run(
-        [
-            cc,
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            os.path.join(repo_root, source),
-            "-I",
-            ds4rt.get_include(),
-            "-L",
-            libdir,
-            "-lds4rt",
-            f"-Wl,-rpath,{libdir}",
-            "-o",
-            exe,
-        ],
-        check=True,
-    )
-    return exe
-
-
-def test_c_example_host(repo_root, tmp_path):
-    exe = build_c_host(repo_root, tmp_path)
+def test_c_example_host(c_programs):
+    """bindings/example.c, built by Meson against the installed package (found through
+    pkg-config, as a user's build would), prints the build line."""
+    exe = c_programs("native").path("example")
     out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == ds4rt.build_info()
 

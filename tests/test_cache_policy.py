@@ -1,5 +1,5 @@
 """The Q8->F16 expansion cache policy: set by the host, reported with its reason, and never
-changed by loading or using a support model (dspark.md §8)."""
+changed by loading or using a support model (docs/CACHE.md)."""
 
 from __future__ import annotations
 

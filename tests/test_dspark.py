@@ -31,7 +31,7 @@ def prompt_ids(n, vocab, seed):
 
 @pytest.mark.parametrize("head_dtype", ["f32", "f16", "bf16", "q8_0"])
 def test_every_head_dtype_loads_and_proposes_every_cycle(tmp_path_factory, head_dtype):
-    """ds4's BF16-head failure (dspark.md §10.2): here every head dtype drafts."""
+    """ds4's BF16-head failure (docs/DSPARK.md): here every head dtype drafts."""
     r = tiny(tmp_path_factory, "float", head_dtype=head_dtype)
     m = ds4rt.Model(str(r.target))
     d = ds4rt.DSpark(m, str(r.support))

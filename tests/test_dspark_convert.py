@@ -1,4 +1,5 @@
-"""tools/convert_dspark.py: ds4 support GGUF <-> llama.cpp dflash draft GGUF (dspark.md §5, §6).
+"""tools/convert_dspark.py: ds4 support GGUF <-> llama.cpp dflash draft GGUF (docs/DSPARK.md,
+formats).
 
 Round trips on generated files (byte-identical where the formats allow), the name and metadata
 mapping, refusals, and — when the gen branch's tiny models and llama.cpp oracle are present —

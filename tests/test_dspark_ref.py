@@ -439,8 +439,8 @@ def test_stop_token(models):
 
 
 def test_real_support_table():
-    """support_shapes at the real dimensions is ds4's 81-tensor table (dspark.md §5.4), written
-    here in GGML ne order."""
+    """support_shapes at the real dimensions is ds4's 81-tensor table (docs/TINY_MODELS.md,
+    support tensors), written here in GGML ne order."""
     hp = R.HParams()
     dp = D.DSparkParams(5, 256, 128799, (40, 41, 42), 3)
     ne = {k: tuple(reversed(v)) for k, v in D.support_shapes(hp, dp).items()}

@@ -1,4 +1,5 @@
-"""Speculative sampling at T > 0 draws from the target's distribution (dspark.md §3.3).
+"""Speculative sampling at T > 0 draws from the target's distribution (docs/DSPARK.md,
+verification).
 
 Two checks on a tiny model with an 8-token vocabulary and a 2- or 3-token block:
 

@@ -1,6 +1,6 @@
 """Teacher-forced logits of ds4rt against llama.cpp's deepseek4 implementation (b11739), with
 ds4rt's quantisation-aware simulations off ("llama.cpp-compatible numerics"), on the float and
-quantised tiny configs. Limits from toolchain.md §6.4. Skips loudly (NO LLAMA.CPP ORACLE: ...)
+quantised tiny configs. Limits from docs/ORACLES.md. Skips loudly (NO LLAMA.CPP ORACLE: ...)
 when the oracle cannot be had; `.ci/run` sets it up, so in CI these tests run."""
 
 from __future__ import annotations

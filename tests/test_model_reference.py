@@ -6,7 +6,7 @@ and FP4 indexer simulations), which llama.cpp cannot check.
 
 Expected sizes: F32 weights meet F32 activations (rounding only, ~1e-7); the float config's
 experts are F16, and the CPU backend pairs F16 weights with F16 activations as llama.cpp does,
-so the MoE sublayer differs by F16 rounding (~3e-4, toolchain.md §6.4).
+so the MoE sublayer differs by F16 rounding (~3e-4, docs/ORACLES.md).
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ def test_null_pointers_through_the_c_abi(repo_root):
         import ds4rt_cffi
     finally:
         sys.path.pop(0)
-    lib, ffi = ds4rt_cffi.lib, ds4rt_cffi.ffi
+    ffi, lib = ds4rt_cffi.load_testing()  # the CPU ops are test hooks (src/ds4rt_testing.h)
     out = ffi.new("float[32]")
     assert lib.ds4rt_dequantize(8, ffi.NULL, 32, out) == lib.DS4RT_ERR_INVALID_ARGUMENT
     assert b"NULL" in ffi.string(lib.ds4rt_last_error())

@@ -75,7 +75,7 @@ def _first_boundary_tie(traces, k):
 @pytest.mark.slow
 def test_matches_llama_cpp_without_the_simulations(make_tiny):
     """llama.cpp b11739 implements everything except the FP8/FP4 simulations independently
-    (toolchain.md §6.4). With the simulations off the reference must agree with it to float32
+    (docs/ORACLES.md). With the simulations off the reference must agree with it to float32
     rounding up to the first exact tie at the indexer's top-k boundary (docs/REFERENCE.md,
     reading 12: llama.cpp breaks such ties differently, and the flip then propagates), and pass a
     whole-sequence check; with the simulations on it must differ by about 1e-2."""

@@ -1,5 +1,5 @@
 """FP8 (E4M3FN) / FP4 (E2M1) simulations and the Hadamard rotation of the float64 reference
-(dsv4-architecture.md §5.3, §5.6.1), checked exhaustively on the grids and their ties, against
+(docs/MODEL.md, numerics), checked exhaustively on the grids and their ties, against
 hand-computed values and against ml_dtypes' casts as an independent oracle."""
 
 from fractions import Fraction

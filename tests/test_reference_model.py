@@ -192,7 +192,7 @@ def test_simulate_quant_switch_changes_logits_slightly(weights, long_run):
     off = R.Model(HP, weights, simulate_quant=False)
     lo = off.forward_tokens(toks)
     rel = np.linalg.norm(logits - lo, axis=1) / np.linalg.norm(lo, axis=1)
-    # toolchain.md §6.4: ~9e-3 median with vs without the simulations on this configuration
+    # docs/ORACLES.md: ~9e-3 median with vs without the simulations on this configuration
     assert 1e-3 < np.median(rel) < 3e-2
     assert np.all(rel > 0)
     assert np.mean(logits.argmax(axis=1) == lo.argmax(axis=1)) > 0.9

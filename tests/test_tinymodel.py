@@ -2,7 +2,7 @@
 tables, quantisers against gguf-py's dequantisation, the tiny tokenizer, the real layout.
 
 Expectations are written here from the specs (dsv4-architecture.md §2.2, §3, §12, §13;
-dspark.md §5; toolchain.md §6.4), not read from the generator's own tables.
+docs/DSPARK.md, formats; docs/ORACLES.md), not read from the generator's own tables.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ VT = GGUFValueType
 U32, F32, BOOL, STR, ARR, I32 = VT.UINT32, VT.FLOAT32, VT.BOOL, VT.STRING, VT.ARRAY, VT.INT32
 
 # dsv4-architecture.md §2.2 types, with llama.cpp's stricter choices where the spec allows two
-# (context_length and original_context_length as u32, toolchain.md §6.4).
+# (context_length and original_context_length as u32, docs/ORACLES.md).
 TARGET_KEYS = {
     "general.architecture": [STR],
     "general.alignment": [U32],
@@ -219,7 +219,7 @@ def test_support_keys(tmp_path_factory, config):
 
 
 # ------------------------------------------------------------------------------------------
-# Tensor tables, written from dsv4-architecture.md §3 and dspark.md §5.4
+# Tensor tables, written from docs/TINY_MODELS.md (tensors) and the binder's names
 # ------------------------------------------------------------------------------------------
 
 
@@ -288,7 +288,7 @@ def _spec_target(c):
 
 
 # dtype of each class: float config per §13.2 (matrices F32, experts F16); quantised configs per
-# the published files (§3) and ds4's support converter (dspark.md §5.3).
+# the published files (§3) and ds4's support converter (docs/TINY_MODELS.md, support dtypes).
 CLASS_DTYPES = {
     "float": dict(
         embd=QT.F32,
@@ -385,7 +385,7 @@ def test_head_dtype_option(tmp_path_factory, head):
 
 
 # ------------------------------------------------------------------------------------------
-# Weight values: well conditioned (toolchain.md §6.4)
+# Weight values: well conditioned (docs/ORACLES.md)
 # ------------------------------------------------------------------------------------------
 
 
@@ -468,7 +468,7 @@ def test_iq2_xxs_grid_is_gguf_pys():
 
 
 # ------------------------------------------------------------------------------------------
-# Tiny tokenizer (dsv4-architecture.md §12.1)
+# Tiny tokenizer (the DeepSeek V4 pre-tokenizer of docs/TOKENIZER.md)
 # ------------------------------------------------------------------------------------------
 
 

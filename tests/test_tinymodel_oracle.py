@@ -15,7 +15,7 @@ from oracle import llama_oracle as lo
 from tiny_models import model
 from tinymodel import tokenizer
 
-# Batch vs one-token-at-a-time logits of llama.cpp itself (toolchain.md §6.4): rounding only for
+# Batch vs one-token-at-a-time logits of llama.cpp itself (docs/ORACLES.md): rounding only for
 # the float config; the quantised configs quantise activations to 8 bits in a batch-size
 # dependent way. Measured values are in docs/ORACLES.md.
 TOL = {

@@ -97,7 +97,7 @@ def test_pieces_equal_oracle_pre_tokenizer():
 
 
 def test_known_ids():
-    """Facts from the architecture notes and toolchain.md section 7."""
+    """Facts of the published tokenizer.json (docs/TOKENIZER.md, the converter section)."""
     tok = ours()
     assert len(tok) == 129280
     assert tok.encode("a   b") == [67, 262, 291]

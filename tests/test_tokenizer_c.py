@@ -1,55 +1,28 @@
-"""The tokenizer's C API from C: tests/tokenizer_check.c built against the sources with
-AddressSanitizer + UBSan (edge cases and random inputs must not touch bad memory), and against
-the installed header and library; and the cffi binding calling it."""
+"""The tokenizer's C API from C: tests/tokenizer_check.c (Meson-built, tests/meson.build) linked
+with the tokenizer's sources under AddressSanitizer + UBSan (edge cases and random inputs must
+not touch bad memory), and against the installed library; and the cffi binding calling it."""
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 from _tok_support import ROOT
 
-import ds4rt
 
-
-def _cc():
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    return cc
-
-
-def test_c_api_under_sanitizers(tmp_path):
-    cc = _cc()
-    sources = [s for s in glob.glob(os.path.join(ROOT, "src/tokenizer/*.c")) if "gguf" not in s]
-    exe = str(tmp_path / "check_asan")
-    cmd = [cc, "-std=c11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"]
-    cmd += ["-DDS4RT_BUILDING", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
-    cmd += ["-I", os.path.join(ROOT, "include"), "-I", os.path.join(ROOT, "src")]
-    cmd += ["-I", os.path.join(ROOT, "src/core")]
-    cmd += [os.path.join(ROOT, "tests/tokenizer_check.c"), *sources]
-    cmd += [os.path.join(ROOT, "src/core/error.c"), "-o", exe]
-    built = subprocess.run(cmd, capture_output=True, text=True)
-    if built.returncode != 0 and "sanitize" in built.stderr:
-        pytest.skip(f"sanitizers unavailable: {built.stderr[:200]}")
-    assert built.returncode == 0, built.stderr
-    run = subprocess.run([exe, "5000"], capture_output=True, text=True, timeout=120)
+def test_c_api_under_sanitizers(c_programs):
+    """tokenizer_check.c linked with the tokenizer built from source under ASan + UBSan."""
+    exe = c_programs("sanitize").path("tokenizer_check_src")
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0", UBSAN_OPTIONS="halt_on_error=1")
+    run = subprocess.run([exe, "5000"], capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "ok"
 
 
-def test_c_api_against_installed_library(tmp_path):
-    cc = _cc()
-    exe = str(tmp_path / "check")
-    libdir = ds4rt.get_library_dir()
-    cmd = [cc, "-std=c11", "-Wall", "-Wextra", "-Werror"]
-    cmd += [os.path.join(ROOT, "tests/tokenizer_check.c"), "-I", ds4rt.get_include()]
-    cmd += ["-L", libdir, "-lds4rt", f"-Wl,-rpath,{libdir}", "-o", exe]
-    subprocess.run(cmd, check=True)
+def test_c_api_against_installed_library(c_programs):
+    exe = c_programs("native").path("tokenizer_check")
     run = subprocess.run([exe, "500"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "ok"

@@ -1,4 +1,4 @@
-"""The chat template against the rendering spelled out in dsv4-architecture.md section 12.3
+"""The chat template against the rendering spelled out in docs/TOKENIZER.md (the chat template)
 (ds4's encode_chat_prompt / render_chat_prompt_text), and its ids against the oracle encoding
 the rendered text."""
 

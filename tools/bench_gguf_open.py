@@ -2,7 +2,7 @@
 """Benchmark: opening a GGUF file shaped like the real DeepSeek V4 Flash (q2 mix).
 
 Writes, with gguf-py's GGUFWriter, the header of a file with the real model's tensor inventory
-(dsv4-architecture.md section 3: 43 layers, ~1400 tensors, ~81 GiB of data), a
+(the real model: 43 layers, ~1400 tensors, ~81 GiB of data), a
 129,280-entry token array and as many merges, then extends it to full size as a sparse file
 (the data is a hole: nothing is written or read). Times ds4rt's open (C reader: parse and
 validate the header) and inspect() (plus conversion of all metadata to Python), and prints

@@ -6,7 +6,7 @@
     convert_dspark.py to-ds4 DRAFT.gguf -o SUPPORT.gguf [--spelling bare|dotted|underscore]
         [--window 128]
 
-Formats (/work/shared/docs/dspark.md §5 and §6, toolchain.md §6.4):
+Formats (docs/DSPARK.md, formats):
 
 * ds4 support (`general.architecture = deepseek4-dspark`): stages `mtp.<s>.*`, metadata
   `dspark.{block_size, markov_rank, noise_token_id, target_layer_ids}` in one of three
@@ -115,7 +115,7 @@ PER_LAYER_TARGET_KEYS = ["swiglu_clamp_exp", "swiglu_clamp_shexp"]  # shortened 
 # set by the converter, not copied: block_count (stages), attention.sliding_window (the
 # drafter's window), attention.compress_ratios (all 0). Dropped: indexer keys,
 # compress_rope_freq_base and rope.scaling.* (compressed layers only; the drafter has base
-# RoPE without YaRN, dspark.md §2.2), hash_layer_count (never hash routing), nextn.
+# RoPE without YaRN, docs/DSPARK_REFERENCE.md), hash_layer_count (never hash routing), nextn.
 SET_TARGET_KEYS = ["block_count", "attention.sliding_window", "attention.compress_ratios"]
 
 
@@ -179,7 +179,7 @@ def arch_of(fields: dict) -> str | None:
 # ds4 support -> llama.cpp dflash
 # ---------------------------------------------------------------------------------------------
 def dspark_key(fields: dict, k: str):
-    """(key, value) of the first spelling present (dspark.md §5.5), or (None, None)."""
+    """(key, value) of the first spelling present (docs/DSPARK.md, formats), or (None, None)."""
     for fmt in KEY_SPELLINGS.values():
         key = fmt.format(k)
         if key in fields:

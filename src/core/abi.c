@@ -6,6 +6,10 @@
 
 #include "internal.h"
 
+#ifndef DS4RT_VERSION_STRING
+#  define DS4RT_VERSION_STRING "0.0.0"
+#endif
+
 static size_t size_member(const void *s) {
     size_t n;
     memcpy(&n, s, sizeof n); /* the caller's struct may be less aligned than size_t */
@@ -46,7 +50,7 @@ ds4rt_status ds4rt_struct_read(const ds4rt_struct_desc *d, const void *caller, v
                 return ds4rt_fail(DS4RT_ERR_UNSUPPORTED,
                                   "%s is %zu bytes and sets byte %zu, beyond the %zu bytes this library (ds4rt %s) "
                                   "knows: the library is older than the header the caller was built with",
-                                  d->name, size, i, d->size, ds4rt_version());
+                                  d->name, size, i, d->size, DS4RT_VERSION_STRING);
         size = d->size;
     }
     memcpy(lib, caller, size);

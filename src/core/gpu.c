@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 
+#include "ds4rt_testing.h"
 #include "internal.h"
 
 #ifdef DS4RT_WITH_GPU

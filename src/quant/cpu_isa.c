@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ds4rt_testing.h"
 #include "internal.h"
 #include "kernels.h"
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ds4rt_testing.h"
 #include "internal.h"
 #include "kernels.h"
 #include "matmul.h"

@@ -11,9 +11,9 @@
  * CPU backend that reports the op missing must refuse to bind the model (or to enable DSpark)
  * with DS4RT_ERR_BACKEND naming the op.
  *
- * Usage: ds4rt-backend-ops [--seed N] [--backend NAME] [--op NAME]. Prints one line per check,
- * then "backend-ops: N checks, M failed"; exit status 1 if any failed. Meson builds it
- * (-Dtest_programs=true); tests/test_backend_ops.py runs it.
+ * Usage: backend_ops [--seed N] [--backend NAME] [--op NAME]. Prints one line per check,
+ * then "backend-ops: N checks, M failed"; exit status 1 if any failed. tests/meson.build defines
+ * it; tests/test_backend_ops.py builds it (tests/meson_programs.py) and runs it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +22,7 @@
 
 #include "backend_impl.h"
 #include "ds4rt.h"
+#include "ds4rt_testing.h"
 #include "dspark.h"
 #include "target.h"
 #include "matmul.h"

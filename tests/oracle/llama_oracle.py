@@ -9,7 +9,7 @@ Set up once with `python tools/oracle/setup_llama.py` (docs/ORACLES.md). Then:
         logits1 = m.logits(tokens, mode="single")   # one token per llama_decode call
         ids = m.tokenize("text")
 
-Contexts are made with flash attention off and F32 K/V cache types (toolchain.md §6.4: the
+Contexts are made with flash attention off and F32 K/V cache types (docs/ORACLES.md: the
 tightest numbers), one sequence, CPU only. llama.cpp does NOT simulate the FP8 KV / FP4 indexer
 round trips of the official model: compare with those simulations switched off.
 """

@@ -1,7 +1,7 @@
 """Tiny random DeepSeek V4 models for the reference (dsv4-architecture.md §13.2).
 
 `tiny_float_hparams()` is the §13.2 float configuration; `random_weights()` builds a
-well-conditioned random model in memory (residual writes scaled down, toolchain.md §6.4) whose
+well-conditioned random model in memory (residual writes scaled down, docs/ORACLES.md) whose
 values are exactly representable in the storage dtype that `write_gguf()` uses, so a model
 written to GGUF and loaded back is bit-identical to the in-memory one.
 """

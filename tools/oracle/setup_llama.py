@@ -6,9 +6,10 @@
 Idempotent. What it does (each step is printed):
   1. `pip install --no-deps --target DIR/site llama-cpp-py-sync==0.11739` (or the given wheel);
   2. on glibc < 2.38 (e.g. Debian 12): marks the GLIBC_2.38 version requirement weak in DIR's
-     copies of the wheel's libraries (tools/oracle/elf_verneed.py) and compiles
-     tools/oracle/isoc23_shim.c to DIR/libisoc23_shim.so, which defines the four __isoc23_*
-     functions those libraries import (forwarded to the C99 versions; no numerical code changes);
+     copies of the wheel's libraries (tools/oracle/elf_verneed.py) and builds
+     tools/oracle/isoc23_shim.c (a Meson project: tools/oracle/meson.build) to
+     DIR/libisoc23_shim.so, which defines the four __isoc23_* functions those libraries import
+     (forwarded to the C99 versions; no numerical code changes);
   3. checks the result in a fresh interpreter (loads libllama and prints its system info);
   4. writes DIR/state.json, which tests/oracle/llama_oracle.py reads.
 
@@ -89,13 +90,19 @@ def patch_and_shim(target: Path) -> tuple[list[str], str | None]:
         if n:
             patched.append(lib.name)
             log(f"marked GLIBC_2.38 weak in {lib.name} ({n} entry)")
-    cc = shutil.which(os.environ.get("CC", "cc"))
-    if cc is None:
-        raise SystemExit("no C compiler (cc) to build the __isoc23_* shim")
+    # the shim is a Meson project of its own (tools/oracle/meson.build)
+    meson = Path(sys.executable).parent / "meson"
+    meson_cmd = str(meson) if meson.exists() else (shutil.which("meson") or "meson")
+    build = target / "shim-build"
+    shutil.rmtree(build, ignore_errors=True)
+    for cmd in (
+        [meson_cmd, "setup", str(build), str(HERE)],
+        [meson_cmd, "compile", "-C", str(build)],
+    ):
+        log("running: " + " ".join(cmd))
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     shim = target / "libisoc23_shim.so"
-    cmd = [cc, "-shared", "-fPIC", "-O2", "-o", str(shim), str(HERE / "isoc23_shim.c")]
-    log("running: " + " ".join(cmd))
-    subprocess.run(cmd, check=True)
+    shutil.copyfile(build / "libisoc23_shim.so", shim)
     return patched, str(shim)
 
 

@@ -1,7 +1,8 @@
 """Model configurations for the generator: the tiny test models and the real DeepSeek V4 Flash.
 
-Dimension names follow dsv4-architecture.md §1. Each deviation of a tiny config from the spec's
-§13 configurations is listed in `deviations` and in docs/TINY_MODELS.md with its reason.
+Dimension names follow docs/TINY_MODELS.md (its symbol legend). Each deviation of a tiny config
+from the reference configurations is listed in `deviations` and in docs/TINY_MODELS.md with
+its reason.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from gguf import GGMLQuantizationType as QT
 
 @dataclasses.dataclass(frozen=True)
 class Dtypes:
-    """GGML type of each tensor class (see dsv4-architecture.md §3 for the real model's)."""
+    """GGML type of each tensor class (docs/TINY_MODELS.md lists the real model's)."""
 
     token_embd: QT  # [D, V]
     output: QT  # LM head [D, V]
@@ -23,7 +24,8 @@ class Dtypes:
     compressor: QT  # compressor kv/gate/ape and all indexer matrices
     exp_gate_up: QT  # routed experts gate/up
     exp_down: QT  # routed experts down
-    # support file (ds4's converter policy for the quantised configs; dspark.md §5.3)
+    # support file (ds4's converter policy for the quantised configs; docs/TINY_MODELS.md,
+    # support dtypes)
     sup_dense: QT
     sup_hc_fn: QT
     sup_router: QT
@@ -45,7 +47,7 @@ FLOAT_DTYPES = Dtypes(
     sup_head=QT.F32,
 )
 
-# The dtypes ds4's published "q2" files use (dsv4-architecture.md §3, dspark.md §5.3).
+# The dtypes ds4's published "q2" files use (docs/TINY_MODELS.md: configurations, support dtypes).
 Q2_DTYPES = Dtypes(
     token_embd=QT.F16,
     output=QT.Q8_0,
@@ -117,7 +119,7 @@ class Config:
         return self.H // self.G * self.d_h
 
     def check(self) -> None:
-        """Shape rules of dsv4-architecture.md §13.1 and llama.cpp b11739 (toolchain.md §6.4)."""
+        """Shape rules of docs/TINY_MODELS.md and llama.cpp b11739 (docs/ORACLES.md)."""
         problems = []
 
         def need(ok: bool, what: str) -> None:
@@ -179,7 +181,7 @@ FLOAT = Config(
     residual_scale=0.1,
     deviations=(
         "d_i = 64 instead of 32: llama.cpp b11739 aborts at context creation with an indexer "
-        "key_length below 64 (toolchain.md §6.4)",
+        "key_length below 64 (docs/ORACLES.md)",
     ),
 )
 

@@ -2,7 +2,7 @@
 
 Each entry says name, GGML shape (ne, ne0 first), dtype and how to draw its values; `weights.py`
 draws them and `write.py` writes them (or only their descriptions, for the sparse real layout).
-Names and shapes: dsv4-architecture.md §3 (target) and dspark.md §5.4 (support).
+Names and shapes: docs/TINY_MODELS.md, tensors (target and support).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """NumPy quantisers for the GGML block types gguf-py 0.19.0 cannot write: Q2_K, Q4_K, IQ2_XXS.
 
-Byte layouts follow dsv4-architecture.md §10.1 (GGML's). Each quantiser takes a float array whose
-last dimension is a multiple of 256 and returns the raw block bytes as a uint8 array whose last
-dimension is (row length / 256) * bytes-per-block, the form GGUFWriter.add_tensor(raw_dtype=...)
-takes. gguf.quants.dequantize is the oracle these are tested against (tests/test_tinymodel.py).
+Byte layouts follow GGML's (docs/QUANTS.md, the type table). Each quantiser takes a float array
+whose last dimension is a multiple of 256 and returns the raw block bytes as a uint8 array whose
+last dimension is (row length / 256) * bytes-per-block, the form
+GGUFWriter.add_tensor(raw_dtype=...) takes. gguf.quants.dequantize is the oracle these are tested
+against (tests/test_tinymodel.py).
 
 Everything is vectorised over blocks; the only Python loops run over a fixed handful of candidate
 scales, so a few million elements quantise in well under a second.

@@ -1,8 +1,8 @@
 """Tokenizers for the generated models.
 
 * `tiny_tokenizer(V)`: a real GPT-2 byte-level BPE of exactly V ids, trained deterministically on
-  the fixed text of `corpus.py` after the DeepSeek V4 pre-tokenizer split (dsv4-architecture.md
-  §12.1; the `regex` module supplies \\p{..} classes). Layout: BOS, EOS, pad (control), the 256
+  the fixed text of `corpus.py` after the DeepSeek V4 pre-tokenizer split (docs/TOKENIZER.md;
+  the `regex` module supplies \\p{..} classes). Layout: BOS, EOS, pad (control), the 256
   byte tokens, the learned merges, then the DSpark noise placeholder (control) and the five
   non-special added tokens `<｜User｜>`, `<｜Assistant｜>`, `<think>`, `</think>`, `｜DSML｜`
   (user-defined, as in the real tokenizer where they are added but not "special").

@@ -1,0 +1,2 @@
+// header_check.cpp - header_check.c compiled as C++ (see there).
+#include "header_check.c"
