@@ -1,7 +1,7 @@
-"""Op conformance of every compiled-in backend (tests/backend_ops/backend_ops.c, the Meson target
-backend_ops of tests/meson.build, built by the c_programs fixture): each op of the backend table against float64
-references, against the CPU backend's run of the same inputs, and for batch invariance, for
-every weight type (docs/ARCHITECTURE.md, "The backend seam")."""
+"""Op conformance of every compiled-in backend (tests/backend_ops/backend_ops.c, the Meson
+target backend_ops of tests/meson.build, built by the c_programs fixture): each op of the
+backend table against float64 references, against the CPU backend's run of the same inputs,
+and for batch invariance, for every weight type (docs/ARCHITECTURE.md, "The backend seam")."""
 
 from __future__ import annotations
 
