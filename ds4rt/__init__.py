@@ -17,6 +17,7 @@ import os
 
 from . import data, enums, errors, gguf, ops, stats, tokenizer
 from ._core import api_version, build_info, version
+from .backends import backends
 from .dspark import DSpark
 from .enums import BackendKind, CachePolicy, Numerics, SchedulerMode, Status
 from .errors import BusyError, ClosedError, Ds4rtError
@@ -54,6 +55,7 @@ __all__ = [
     "Timings",
     "Tokenizer",
     "api_version",
+    "backends",
     "build_info",
     "data",
     "enums",

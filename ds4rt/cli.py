@@ -3,6 +3,7 @@
 ds4-cli chat [options]           interactive multi-turn chat (`ds4-cli chat --help`)
 ds4-cli info PATH [--json [--full | --max-array N]] [--tensors]
                                  summary of a GGUF file (exit 1 with the error on a bad file)
+ds4-cli info --backends [--json] the compute backends of this build and the ops x types each runs
 ds4-cli tokenize (--model GGUF | --vocab GGUF) [TEXT | --decode IDS]
                                  text -> token ids, or ids -> text (`ds4-cli tokenize --help`)
 ds4-cli --version                version and build info
@@ -174,6 +175,10 @@ def _print_info(f: Any, show_all_tensors: bool) -> None:
 
 
 def _info_main(argv: list[str]) -> int:
+    if "--backends" in argv:  # no file: the backends of this build
+        from . import cli_backends
+
+        return cli_backends.main(argv)
     args = _build_info_parser().parse_args(argv)
     from . import gguf
 

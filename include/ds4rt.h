@@ -970,6 +970,38 @@ DS4RT_API ds4rt_status ds4rt_chat_render_ids(const ds4rt_tokenizer *tok,
                                              size_t cap, size_t *n_ids);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Compute backends and what they run (docs/ARCHITECTURE.md, "The backend seam")               */
+/*                                                                                              */
+/* A backend implements ds4rt's table of DeepSeek V4 operations (embedding rows, hyper-         */
+/* connections, norms, matrix products per weight type, attention, compressors, indexer, MoE,   */
+/* ...). A model loads only on a backend that runs every op and type it needs; these calls let  */
+/* a host ask before loading. Added in ABI 1.1.                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct ds4rt_backend_info {
+    size_t size;             /* set by the caller to sizeof(ds4rt_backend_info) */
+    char name[DS4RT_BACKEND_NAME_LEN]; /* "cpu", "cuda", "hip" */
+    int32_t kind;            /* ds4rt_backend_kind */
+    int32_t n_devices;       /* devices it can run on now (the CPU: 1) */
+    uint32_t ops_version;    /* version of the op table it implements */
+} ds4rt_backend_info;
+
+/* Number of backends compiled into this build (the CPU is always index 0). */
+DS4RT_API size_t ds4rt_backend_count(void);
+DS4RT_API ds4rt_status ds4rt_backend_get_info(size_t index, ds4rt_backend_info *out);
+
+/* The op table's ops are numbered 0 .. ds4rt_backend_op_count() - 1; their names ("matmul",
+ * "attention", ...) are stable. NULL for an index out of range. */
+DS4RT_API uint32_t ds4rt_backend_op_count(void);
+DS4RT_API const char *ds4rt_backend_op_name(uint32_t op);
+
+/* *supported = 1 if the backend of `kind` (on `device`) runs `op` with weights of GGUF type
+ * `type` (ds4rt_qtype; DS4RT_TYPE_F32 for ops without weights), else 0. DS4RT_ERR_BACKEND for a
+ * backend this build lacks or a device it does not see. */
+DS4RT_API ds4rt_status ds4rt_backend_supports(int32_t kind, int32_t device, uint32_t op, uint32_t type,
+                                              int *supported);
+
+/* ------------------------------------------------------------------------------------------ */
 /* GPU devices (a GPU backend is present only when built with -Dgpu=cuda or -Dgpu=hip)        */
 /* ------------------------------------------------------------------------------------------ */
 

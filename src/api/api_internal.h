@@ -4,14 +4,13 @@
 
 #include <stdbool.h>
 
-#include "ds4rt.h"
+#include "backend.h"
 #include "backend_choice.h"
 #include "cache_policy.h"
+#include "ds4rt.h"
 #include "dspark.h"
-#include "scratch.h"
 #include "state.h"
 #include "target.h"
-#include "threadpool.h"
 
 #define DS4RT_HANDLE_ERROR_CAP 512
 
@@ -25,6 +24,7 @@ typedef struct ds4rt_model_memory {
 
 struct ds4rt_model {
     ds4rt_gguf *gguf;
+    ds4rt_backend *be;          /* opened at load; every op the model needs was checked on it */
     ds4rt_target target;
     ds4rt_tokenizer *tokenizer; /* NULL if the file carries no tokenizer */
     ds4rt_cache_state cache;    /* Q8->F16 expansion: decided at load, by the host's policy only */
@@ -57,9 +57,9 @@ ds4rt_status ds4rt_model_measure_memory(ds4rt_model *m, const ds4rt_bind_account
 struct ds4rt_session {
     ds4rt_model *model;
     ds4rt_session_params params;
-    ds4rt_pool *pool;
+    ds4rt_bctx *ctx;            /* the session's backend execution context */
     ds4rt_kv_state st;
-    ds4rt_scratch scratch;
+    ds4rt_pass_bufs pb;
     /* logits of the last pass: rows [pass_from, pass_n) of the pass are stored */
     float *pass_logits;        /* [max_batch][V] */
     int64_t pass_from, pass_n;
@@ -69,17 +69,18 @@ struct ds4rt_session {
     /* capture */
     uint32_t *cap_layers;
     uint32_t n_cap;
-    float *cap_rows;           /* [n_cap][max_batch][D] */
+    float *cap_rows;           /* host [n_cap][max_batch][D], read back after each pass */
+    ds4rt_dbuf *cap_dev;       /* the same in backend memory */
     ds4rt_capture capture;
     ds4rt_trace_fn trace;
     void *trace_user;
+    float *trace_buf;          /* host [max_batch][N*D] */
     int32_t *tokens;           /* [n_ctx] the ids in context */
     /* DSpark drafter attached by the first speculative generation with a support model: every
      * pass then also captures the drafter's target layers and appends context rows */
     const ds4rt_dspark *drafter_for;
     ds4rt_drafter drafter;
-    float *dcap_rows;          /* [n_tgt][max_batch][D] */
-    ds4rt_capture dcap;
+    ds4rt_capture dcap;        /* written by the pass straight into the drafter's input */
     ds4rt_spec_stats stats;    /* cumulative over speculative generations */
     double last_snapshot_ms, last_layers_ms, last_head_ms; /* timers of the last pass */
     char error[DS4RT_HANDLE_ERROR_CAP];

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
 #include "internal.h"
 
 #ifndef DS4RT_GPU_BACKEND
@@ -42,10 +43,22 @@ static ds4rt_status choose_gpu(int32_t kind, int32_t device) {
     if (device >= count)
         return ds4rt_fail(DS4RT_ERR_BACKEND, "backend %s: device %d asked for, %d visible (0..%d)", kind_name(kind),
                           device, count, count - 1);
-    return ds4rt_fail(DS4RT_ERR_BACKEND,
-                      "backend %s: the GPU backend does not run the deepseek4 model yet (this build has only its "
-                      "Q8_0->F16 expansion kernel); load with DS4RT_BACKEND_CPU or AUTO",
-                      kind_name(kind));
+    /* a GPU runs the model once its op table is in the registry (src/backend/backend.c) */
+    if (ds4rt_backend_find((ds4rt_bkind)kind) == NULL)
+        return ds4rt_fail(DS4RT_ERR_BACKEND,
+                          "backend %s: the GPU backend does not run the deepseek4 model yet (this build has only its "
+                          "Q8_0->F16 expansion kernel); load with DS4RT_BACKEND_CPU or AUTO",
+                          kind_name(kind));
+    return DS4RT_OK;
+}
+
+/* AUTO: the first registered GPU backend that sees a device, else the CPU. */
+static int32_t auto_kind(void) {
+    const ds4rt_backend_entry *const *reg;
+    size_t n = ds4rt_backend_registry(&reg);
+    for (size_t i = 0; i < n; i++)
+        if (reg[i]->kind != DS4RT_BKIND_CPU && reg[i]->device_count() > 0) return (int32_t)reg[i]->kind;
+    return DS4RT_BACKEND_CPU;
 }
 
 ds4rt_status ds4rt_backend_choose(int32_t requested, int32_t device, ds4rt_backend_choice *out) {
@@ -63,9 +76,13 @@ ds4rt_status ds4rt_backend_choose(int32_t requested, int32_t device, ds4rt_backe
         ds4rt_status st = choose_gpu(requested, device);
         if (st != DS4RT_OK) return st;
     }
-    /* AUTO and CPU: the CPU backend, the only one that runs the model in every build today */
-    out->kind = DS4RT_BACKEND_CPU;
-    out->device = -1;
-    snprintf(out->name, sizeof out->name, "%s", kind_name(DS4RT_BACKEND_CPU));
+    int32_t kind = requested == DS4RT_BACKEND_AUTO ? auto_kind() : requested;
+    out->kind = (ds4rt_backend_kind)kind;
+    out->device = kind == DS4RT_BACKEND_CPU ? -1 : device;
+    snprintf(out->name, sizeof out->name, "%s", kind_name(kind));
     return DS4RT_OK;
+}
+
+ds4rt_status ds4rt_backend_open_choice(const ds4rt_backend_choice *c, int n_threads, ds4rt_backend **out) {
+    return ds4rt_backend_open((ds4rt_bkind)c->kind, c->device < 0 ? 0 : c->device, n_threads, out);
 }

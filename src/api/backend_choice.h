@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "backend.h"
 #include "ds4rt.h"
 
 typedef struct ds4rt_backend_choice {
@@ -20,5 +21,8 @@ typedef struct ds4rt_backend_choice {
  * the backend is not compiled into this build, no device is visible, or the backend cannot run
  * the model. */
 ds4rt_status ds4rt_backend_choose(int32_t requested, int32_t device, ds4rt_backend_choice *out);
+
+/* Opens the chosen backend from the registry. */
+ds4rt_status ds4rt_backend_open_choice(const ds4rt_backend_choice *c, int n_threads, ds4rt_backend **out);
 
 #endif /* DS4RT_BACKEND_CHOICE_H */

@@ -8,6 +8,7 @@
 #include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
+#include "threadpool.h"
 
 static void model_params_defaults(void *out) {
     ds4rt_model_params *p = out;
@@ -90,11 +91,13 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
     m->backend = backend;
     load_progress lp = {.fn = p.progress, .user = p.progress_user};
     ds4rt_bind_account account = {.on_tensor = on_tensor_bound, .user = &lp};
-    st = ds4rt_gguf_open(path, &m->gguf);
+    /* the backend first: binding checks every op and type the model needs against it */
+    st = ds4rt_backend_open_choice(&backend, p.n_threads, &m->be);
+    if (st == DS4RT_OK) st = ds4rt_gguf_open(path, &m->gguf);
     if (st == DS4RT_OK) {
         lp.total = tensor_data_bytes(m->gguf);
         report(&lp, 0);
-        st = ds4rt_target_bind(m->gguf, p.numerics == DS4RT_NUMERICS_OFFICIAL, &account, &m->target);
+        st = ds4rt_target_bind(m->gguf, p.numerics == DS4RT_NUMERICS_OFFICIAL, m->be, &account, &m->target);
     }
     /* a file with tokenizer metadata must have a valid tokenizer; a file without any is used
      * with token ids only */
@@ -122,6 +125,7 @@ DS4RT_API void ds4rt_model_free(ds4rt_model *m) {
     ds4rt_tokenizer_free(m->tokenizer);
     ds4rt_target_free(&m->target);
     ds4rt_gguf_close(m->gguf);
+    ds4rt_backend_close(m->be);
     free(m);
 }
 

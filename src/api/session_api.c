@@ -60,9 +60,10 @@ DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_
     s->model = m;
     s->params = p;
     ds4rt_spec_stats_clear(&s->stats);
-    ds4rt_status st = ds4rt_pool_create(m->params.n_threads, &s->pool);
-    if (st == DS4RT_OK) st = ds4rt_kv_state_create(hp, p.n_ctx, p.max_batch, &s->st);
-    if (st == DS4RT_OK) st = ds4rt_scratch_create(hp, p.max_batch, p.n_ctx, ds4rt_pool_threads(s->pool), 0, &s->scratch);
+    const ds4rt_backend_ops *ops = ds4rt_backend_get_ops(m->be);
+    ds4rt_status st = ops->ctx_create(m->be, m->params.n_threads, &s->ctx);
+    if (st == DS4RT_OK) st = ds4rt_kv_state_create(s->ctx, hp, p.n_ctx, p.max_batch, &s->st);
+    if (st == DS4RT_OK) st = ds4rt_pass_bufs_create(&m->target, s->ctx, p.max_batch, p.n_ctx, &s->pb);
     if (st == DS4RT_OK) {
         ds4rt_session_buffers sz = ds4rt_session_buffer_sizes(hp, &p);
         s->pass_logits = malloc(sz.pass_logits);
@@ -81,22 +82,23 @@ DS4RT_API ds4rt_status ds4rt_session_create(ds4rt_model *m, const ds4rt_session_
 
 DS4RT_API void ds4rt_session_free(ds4rt_session *s) {
     if (s == NULL) return;
+    if (s->drafter_for != NULL) ds4rt_drafter_free(&s->drafter);
     ds4rt_kv_state_free(&s->st);
-    ds4rt_scratch_free(&s->scratch);
-    ds4rt_pool_destroy(s->pool);
+    ds4rt_pass_bufs_free(&s->pb);
+    if (s->cap_dev != NULL) ds4rt_backend_get_ops(s->model->be)->release(s->model->be, s->cap_dev);
+    if (s->ctx != NULL) s->ctx->ops->ctx_free(s->ctx);
     free(s->pass_logits);
     free(s->prev_logits);
     free(s->cap_layers);
     free(s->cap_rows);
+    free(s->trace_buf);
     free(s->tokens);
-    if (s->drafter_for != NULL) ds4rt_drafter_free(&s->drafter);
-    free(s->dcap_rows);
     free(s);
 }
 
 DS4RT_API void ds4rt_session_reset(ds4rt_session *s) {
     if (s == NULL) return;
-    ds4rt_kv_state_reset(&s->st);
+    ds4rt_kv_state_reset(s->ctx, &s->st);
     if (s->drafter_for != NULL) ds4rt_drafter_reset(&s->drafter);
     s->cur = NULL;
     s->prev_valid = false;
@@ -110,7 +112,8 @@ DS4RT_API const char *ds4rt_session_last_error(const ds4rt_session *s) { return 
 DS4RT_API const float *ds4rt_session_logits(const ds4rt_session *s) { return s ? s->cur : NULL; }
 
 ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t n, bool all_logits) {
-    const uint32_t V = s->model->target.hp.n_vocab;
+    const ds4rt_hparams *hp = &s->model->target.hp;
+    const uint32_t V = hp->n_vocab;
     if (s->cur != NULL) memcpy(s->prev_logits, s->cur, V * sizeof(float));
     bool prev_valid = s->cur != NULL;
     ds4rt_forward_args a = {.tokens = tokens,
@@ -120,19 +123,24 @@ ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t
                             .capture = s->n_cap ? &s->capture : NULL,
                             .capture2 = s->drafter_for ? &s->dcap : NULL,
                             .trace = s->trace,
-                            .trace_user = s->trace_user};
+                            .trace_user = s->trace_user,
+                            .trace_buf = s->trace_buf};
     int64_t first = s->st.n_pos;
-    ds4rt_status st = ds4rt_target_forward(&s->model->target, s->pool, &s->st, &s->scratch, &a);
+    ds4rt_status st = ds4rt_target_forward(&s->model->target, &s->pb, &s->st, &a);
     if (st != DS4RT_OK) return st; /* the forward pass undid itself */
+    if (s->n_cap) /* the host asked for capture rows: read them back */
+        for (uint32_t i = 0; i < s->n_cap; i++) {
+            ds4rt_df32 rows = ds4rt_f32_at(s->capture.rows, i * s->capture.slot_stride);
+            st = ds4rt_download_f32(s->ctx, rows, (uint64_t)n * hp->n_embd, s->cap_rows + i * s->capture.slot_stride);
+            if (st != DS4RT_OK) return st;
+        }
     s->last_snapshot_ms = a.ms_snapshot;
     s->last_layers_ms = a.ms_layers;
     s->last_head_ms = a.ms_head;
     memcpy(s->tokens + first, tokens, (size_t)n * sizeof(int32_t));
     if (s->drafter_for != NULL) {
-        const float *rows[DS4RT_DSPARK_MAX_TARGET_LAYERS];
-        for (uint32_t i = 0; i < s->dcap.n_layers; i++) rows[i] = s->dcap.rows + (size_t)i * s->dcap.stride;
         double t0 = ds4rt_now_ms(), fusion_ms = 0.0;
-        st = ds4rt_drafter_commit(&s->drafter, s->pool, rows, first, n, &fusion_ms);
+        st = ds4rt_drafter_commit(&s->drafter, s->pb.acts.in, first, n, &fusion_ms);
         s->stats.prop_stage0 += fusion_ms;
         s->stats.prop_cache += ds4rt_now_ms() - t0 - fusion_ms;
         if (st != DS4RT_OK) { /* the target pass stands; only the drafter is out of step */
@@ -182,7 +190,7 @@ DS4RT_API ds4rt_status ds4rt_session_truncate(ds4rt_session *s, int64_t n_tokens
                           "truncate to %lld tokens: only positions within the last pass [%lld, %lld] can be kept",
                           (long long)n_tokens, (long long)start, (long long)s->st.n_pos));
     int64_t keep = n_tokens - start;
-    ds4rt_status st = ds4rt_target_rollback(&s->model->target, &s->st, &s->scratch, keep);
+    ds4rt_status st = ds4rt_target_rollback(&s->model->target, s->ctx, &s->st, keep);
     if (st != DS4RT_OK) return ds4rt_session_error(s, st);
     /* the drafter's ring holds window + max_batch rows, so a crop within the last pass always
      * finds its rows; failing here would be a bug, not a condition to paper over */
@@ -208,26 +216,34 @@ DS4RT_API ds4rt_status ds4rt_session_set_capture(ds4rt_session *s, const uint32_
             return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
                                                      "capture layers must be strictly increasing"));
     }
+    ds4rt_backend *be = s->model->be;
     free(s->cap_layers);
     free(s->cap_rows);
+    if (s->cap_dev != NULL) ds4rt_backend_get_ops(be)->release(be, s->cap_dev);
     s->cap_layers = NULL;
     s->cap_rows = NULL;
+    s->cap_dev = NULL;
     s->n_cap = 0;
     if (n == 0) return DS4RT_OK;
     size_t stride = (size_t)s->st.max_batch * hp->n_embd;
     s->cap_layers = malloc(n * sizeof *s->cap_layers);
     s->cap_rows = calloc(n * stride, sizeof(float));
-    if (s->cap_layers == NULL || s->cap_rows == NULL) {
+    ds4rt_status st = DS4RT_OK;
+    if (s->cap_layers == NULL || s->cap_rows == NULL) st = ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "capture buffers");
+    if (st == DS4RT_OK)
+        st = ds4rt_backend_get_ops(be)->alloc(be, DS4RT_MEM_SCRATCH, n * stride * sizeof(float), &s->cap_dev);
+    if (st != DS4RT_OK) {
         free(s->cap_layers);
         free(s->cap_rows);
         s->cap_layers = NULL;
         s->cap_rows = NULL;
-        return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "capture buffers"));
+        s->cap_dev = NULL;
+        return ds4rt_session_error(s, st);
     }
     memcpy(s->cap_layers, layers, n * sizeof *layers);
     s->n_cap = (uint32_t)n;
-    s->capture = (ds4rt_capture){.layers = s->cap_layers, .n_layers = (uint32_t)n, .rows = s->cap_rows,
-                                 .stride = (int64_t)stride};
+    s->capture = (ds4rt_capture){.layers = s->cap_layers, .n_layers = (uint32_t)n, .rows = ds4rt_f32(s->cap_dev),
+                                 .slot_stride = stride, .row_stride = hp->n_embd};
     return DS4RT_OK;
 }
 
@@ -237,7 +253,7 @@ DS4RT_API ds4rt_status ds4rt_session_get_capture(const ds4rt_session *s, uint32_
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_get_capture: NULL argument");
     if (slot >= s->n_cap)
         return ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE, "capture slot %u: %u layers are captured", slot, s->n_cap);
-    *rows = s->cap_rows + (size_t)slot * s->capture.stride;
+    *rows = s->cap_rows + (size_t)slot * s->capture.slot_stride;
     *first_pos = s->st.batch_start;
     *n_rows = s->st.n_pos - s->st.batch_start;
     return DS4RT_OK;
@@ -245,6 +261,11 @@ DS4RT_API ds4rt_status ds4rt_session_get_capture(const ds4rt_session *s, uint32_
 
 DS4RT_API ds4rt_status ds4rt_session_set_trace(ds4rt_session *s, ds4rt_trace_fn fn, void *user) {
     if (s == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_set_trace: NULL session");
+    if (fn != NULL && s->trace_buf == NULL) {
+        const ds4rt_hparams *hp = &s->model->target.hp;
+        s->trace_buf = malloc((size_t)s->st.max_batch * hp->hc_dim * sizeof(float));
+        if (s->trace_buf == NULL) return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "trace buffer"));
+    }
     s->trace = fn;
     s->trace_user = user;
     return DS4RT_OK;
@@ -256,23 +277,12 @@ ds4rt_status ds4rt_session_attach_drafter(ds4rt_session *s, const ds4rt_dspark *
         return ds4rt_fail(DS4RT_ERR_MISMATCH, "the DSpark support model was loaded for another target model");
     if (s->drafter_for != NULL) {
         ds4rt_drafter_free(&s->drafter);
-        free(s->dcap_rows);
-        s->dcap_rows = NULL;
         s->drafter_for = NULL;
     }
-    const ds4rt_hparams *hp = &s->model->target.hp;
-    size_t stride = (size_t)s->st.max_batch * hp->n_embd;
-    s->dcap_rows = calloc(stride * d->n_tgt, sizeof(float));
-    if (s->dcap_rows == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "DSpark capture buffers");
-    ds4rt_status st = ds4rt_drafter_create(d, s->st.max_batch, ds4rt_pool_threads(s->pool), &s->drafter);
-    if (st != DS4RT_OK) {
-        free(s->dcap_rows);
-        s->dcap_rows = NULL;
-        return st;
-    }
+    ds4rt_status st = ds4rt_drafter_create(d, s->ctx, s->st.max_batch, &s->drafter);
+    if (st != DS4RT_OK) return st;
     ds4rt_drafter_restart(&s->drafter, s->st.n_pos);
-    s->dcap = (ds4rt_capture){.layers = d->tgt_layers, .n_layers = d->n_tgt, .rows = s->dcap_rows,
-                              .stride = (int64_t)stride};
+    s->dcap = ds4rt_drafter_capture(&s->drafter);
     s->drafter_for = d;
     return DS4RT_OK;
 }

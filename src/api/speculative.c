@@ -85,8 +85,9 @@ static void dspark_draft(spec_run *r, int32_t anchor, int32_t L, draft *out) {
     double u[DS4RT_DSPARK_MAX_BLOCK];
     for (int32_t i = 0; i < L; i++) u[i] = r->sample ? ds4rt_rng_uniform(&r->rng) : 0.0;
     ds4rt_proposal prop;
-    ds4rt_status rc = ds4rt_drafter_propose(&s->drafter, s->pool, anchor, L, r->sp.confidence_threshold,
-                                            r->sample ? r->gp->sampler : NULL, u, r->work_val, r->work_idx, &prop);
+    ds4rt_status rc = ds4rt_drafter_propose(&s->drafter, anchor, L, r->sp.confidence_threshold,
+                                            r->sample ? r->gp->sampler : NULL, u, r->work_val, r->work_idx, r->sample,
+                                            &prop);
     st->prop_setup += prop.ms_setup;
     st->prop_chain += prop.ms_chain;
     for (uint32_t i = 0; i < DS4RT_DSPARK_MAX_STAGES; i++) st->stage_ms[i] += prop.ms_stage[i];

@@ -1,6 +1,6 @@
 /*
- * dspark.h - the DSpark drafter of DeepSeek V4 Flash (dspark.md), following DeepSeek's own
- * reference drafter in every point dspark.md marks [settled]:
+ * dspark.h - the DSpark drafter of DeepSeek V4 Flash (docs/DSPARK.md), following DeepSeek's own
+ * reference drafter (docs/DSPARK.md, "The drafter (reference alignment)"):
  *
  *   capture   mean of the 4 HC streams of each target layer's output (target_layer_ids, ascending)
  *   fusion    main_x = RMSNorm(main_proj . concat(captures), main_norm)
@@ -23,9 +23,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "activations.h"
+#include "backend.h"
 #include "ds4rt.h"
-#include "ops.h"
-#include "scratch.h"
 #include "target.h"
 #include "weights.h"
 
@@ -48,43 +48,45 @@ struct ds4rt_dspark {
     uint32_t window;                /* context rows per stage */
     float clamp, clamp_sh;          /* SwiGLU limits (the target's last layer's) */
     ds4rt_block_weights stages[DS4RT_DSPARK_MAX_STAGES];
-    ds4rt_weight main_proj;         /* [D][n_tgt*D] */
-    float *main_norm;               /* [D] */
-    float *final_norm;              /* [D] */
+    ds4rt_dweight main_proj;        /* [D][n_tgt*D] */
+    ds4rt_df32 main_norm;           /* [D] */
+    ds4rt_df32 final_norm;          /* [D] */
     ds4rt_hc_weights hc_head;       /* fn [N][N*D] */
-    ds4rt_weight markov_w1;         /* [V][R] */
-    ds4rt_weight markov_w2;         /* [V][R] */
-    float *conf_proj;               /* [D + R] */
+    ds4rt_dweight markov_w1;        /* [V][R] */
+    ds4rt_dweight markov_w2;        /* [V][R] */
+    ds4rt_df32 conf_proj;           /* [D + R] */
     ds4rt_rope rope;                /* dense parameters */
     bool sim_fp8;
     char tensor_types[160];         /* "main_proj=Q8_0 markov=BF16 ..." for messages */
     ds4rt_weight_arena arena;
 };
 
-/* Per-session drafter state: one ring of context KV rows per stage, and buffers. */
+/* Per-session drafter state: one ring of context KV rows per stage, and the tensors of a
+ * proposal, in the session's backend memory. */
 typedef struct ds4rt_drafter {
     const struct ds4rt_dspark *d;
-    float *ring;             /* [S][window][d_h]; slot of position q: q % window */
+    ds4rt_bctx *ctx;         /* the session's */
     int64_t base;            /* first position with a row (rows before it never existed) */
     int64_t start;           /* oldest position whose row is still stored */
     int64_t end;             /* positions [start, end) have context rows; ring capacity is
                                 window + max_batch so a whole pass can be appended and
                                 cropped back */
-    ds4rt_scratch scratch;   /* cap = max(B, max_batch) */
-    float *cat;              /* [max_batch][n_tgt*D] captures concatenated */
-    float *main_x;           /* [max_batch][D] */
-    float *ctx_kv;           /* [max_batch][d_h] */
-    float *X, *X2;           /* [B][N*D] */
-    float *blk_kv;           /* [B][d_h] */
-    float *h;                /* [B][D] pre-norm head rows */
-    float *hn;               /* [B][D] */
-    float *U;                /* [B][V] base logits */
-    float *corrected;        /* [B][V] Markov-corrected logits */
-    float *markov_state;     /* [R] */
-    float *markov_bias;      /* [V] */
-    float *conf_in;          /* [D + R] */
-    const float **keys;      /* [window + B] */
     int64_t max_batch;
+    ds4rt_acts acts;         /* cap = max(B, max_batch); its input block holds the block's B
+                                tokens, then the Markov chain's ids (anchor, drafts) */
+    ds4rt_dbuf *buf;         /* the tensors below */
+    ds4rt_df32 ring;         /* [S][window + max_batch][d_h]; slot of position q: q % cap */
+    ds4rt_df32 cat;          /* [max_batch][n_tgt*D] the target's captures, concatenated */
+    ds4rt_df32 main_x;       /* [max_batch][D] */
+    ds4rt_df32 h;            /* [B][D] pre-norm head rows */
+    ds4rt_df32 hn;           /* [B][D] */
+    ds4rt_df32 U;            /* [B][V] base logits */
+    ds4rt_df32 corrected;    /* [B][V] Markov-corrected logits */
+    ds4rt_df32 markov_state; /* [R] */
+    ds4rt_df32 markov_bias;  /* [V] */
+    ds4rt_df32 conf;         /* [B] */
+    ds4rt_di32 bad;          /* [1] non-finite count */
+    float *host_rows;        /* [B][V] corrected rows read back when a caller needs them */
 } ds4rt_drafter;
 
 /* Output of one proposal. corrected[i] are the Markov-corrected logits the draft token i was
@@ -95,20 +97,34 @@ typedef struct ds4rt_proposal {
     float conf[DS4RT_DSPARK_MAX_BLOCK];     /* sigmoid confidences of the evaluated slots */
     int32_t n_conf;                         /* slots whose confidence was evaluated */
     bool cut;                               /* ended by the confidence threshold */
-    float *corrected;                       /* [n][V], owned by the drafter */
+    float *corrected;                       /* [n][V] host rows, owned by the drafter; only
+                                               filled when the proposal was asked for them */
     /* stage timers, milliseconds */
     double ms_setup, ms_chain, ms_stage[DS4RT_DSPARK_MAX_STAGES], ms_hidden, ms_conf0, ms_logits, ms_markov;
 } ds4rt_proposal;
 
-ds4rt_status ds4rt_drafter_create(const struct ds4rt_dspark *d, int64_t max_batch, int n_threads,
+/* Reads, validates and binds the support file at `path` for d->target (d->model and d->target
+ * set by the caller) on the target's backend. */
+ds4rt_status ds4rt_dspark_bind(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p);
+/* Releases what ds4rt_dspark_bind made (not d itself). */
+void ds4rt_dspark_release(struct ds4rt_dspark *d);
+
+/* Enabling DSpark on a backend: every op the drafter needs, checked against it. */
+ds4rt_status ds4rt_dspark_require_ops(const struct ds4rt_dspark *d, const ds4rt_backend *be);
+
+ds4rt_status ds4rt_drafter_create(const struct ds4rt_dspark *d, ds4rt_bctx *ctx, int64_t max_batch,
                                   ds4rt_drafter *dr);
 void ds4rt_drafter_free(ds4rt_drafter *dr);
 void ds4rt_drafter_reset(ds4rt_drafter *dr);
 
-/* Appends the context rows of positions first .. first+m-1 from the target's capture rows
- * (capture[slot] -> m rows of D floats). first must equal dr->end. */
-ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_pool *pool, const float *const *capture, int64_t first,
-                                  int64_t m, double *ms_fusion);
+/* The capture the target pass must write for this drafter: straight into dr->cat. */
+ds4rt_capture ds4rt_drafter_capture(const ds4rt_drafter *dr);
+
+/* Appends the context rows of positions first .. first+m-1 (the target pass just run, whose
+ * input block `target_in` gives the positions) from the captured rows in dr->cat. first must
+ * equal dr->end. */
+ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int64_t first, int64_t m,
+                                  double *ms_fusion);
 
 /* Drops context rows of positions >= end (rollback). */
 ds4rt_status ds4rt_drafter_crop(ds4rt_drafter *dr, int64_t end);
@@ -118,12 +134,12 @@ ds4rt_status ds4rt_drafter_crop(ds4rt_drafter *dr, int64_t end);
 void ds4rt_drafter_restart(ds4rt_drafter *dr, int64_t base);
 
 /* Draft up to max_draft (<= B) tokens after `anchor`, the token at p+1 where p = dr->end - 1.
- * temperature <= 0: greedy Markov chain; else each slot is sampled with `sampler_p` (the
- * same filters as the target's sampling) using `u[i]` uniforms; work_val needs 2 * n_vocab
- * floats and work_idx n_vocab. threshold > 0 cuts at the first slot with confidence <
- * threshold. */
-ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, ds4rt_pool *pool, int32_t anchor, int32_t max_draft,
-                                   float threshold, const ds4rt_sampler_params *sampler_p, const double *u,
-                                   float *work_val, int32_t *work_idx, ds4rt_proposal *out);
+ * temperature <= 0: greedy Markov chain (argmax on the backend); else each slot is sampled on
+ * the host with `sampler_p` (the same filters as the target's sampling) using `u[i]` uniforms;
+ * work_val needs 2 * n_vocab floats and work_idx n_vocab. threshold > 0 cuts at the first slot
+ * with confidence < threshold. want_rows: fill out->corrected (always done when sampling). */
+ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, int32_t anchor, int32_t max_draft, float threshold,
+                                   const ds4rt_sampler_params *sampler_p, const double *u, float *work_val,
+                                   int32_t *work_idx, bool want_rows, ds4rt_proposal *out);
 
 #endif /* DS4RT_DSPARK_H */

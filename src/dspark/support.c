@@ -1,16 +1,13 @@
 /*
  * support.c - loading a DSpark support model and validating it against its target
- * (dspark.md §5, §6). Every problem is an error that names the key or tensor; DSpark never
- * starts half-broken (ds4's counters-then-silent-no_draft failure, dspark.md §5.8, §10).
+ * (docs/DSPARK.md, "Support models"). Every problem is an error that names the key or tensor;
+ * DSpark never starts half-broken (ds4's counters-then-silent-no_draft failure).
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi.h"
-#include "abi_1_0.h"
-#include "api_internal.h"
 #include "dspark.h"
 #include "internal.h"
 #include "qtypes.h"
@@ -66,7 +63,7 @@ static void role_name(const struct ds4rt_dspark *d, role r, char *buf, size_t n)
 
 static const char *const SPELLINGS[] = {"deepseek4.dspark.%s", "deepseek4.dspark_%s", "dspark.%s"};
 
-/* The first of the three spellings present (dspark.md §5.5), or NULL. */
+/* The first of the three spellings present (docs/DSPARK.md, "Support models"), or NULL. */
 static const ds4rt_gguf_kv *find_key(const ds4rt_gguf *g, const char *k, char *used, size_t n) {
     for (size_t i = 0; i < DS4RT_ARRAY_LEN(SPELLINGS); i++) {
         snprintf(used, n, SPELLINGS[i], k);
@@ -96,7 +93,7 @@ static ds4rt_status read_layer_ids(const ds4rt_gguf_kv *kv, const char *key, int
     for (uint32_t i = 0; i < d->n_tgt; i++) {
         int64_t v;
         TRY(ds4rt_gguf_array_int(kv, i, &v));
-        v -= offset; /* dflash stores layer inputs: ds4's output ids + 1 (dspark.md §6) */
+        v -= offset; /* dflash stores layer inputs: ds4's output ids + 1 (docs/DSPARK.md) */
         if (v < 0) return ds4rt_fail(DS4RT_ERR_FORMAT, "%s[%u] is negative", key, i);
         if (v >= L)
             return ds4rt_fail(DS4RT_ERR_MISMATCH, "%s[%u] = %lld: layer out of range (the target has %u layers)", key, i,
@@ -185,7 +182,7 @@ static ds4rt_status read_metadata(struct ds4rt_dspark *d) {
 
 /* ---- binding ------------------------------------------------------------------------------ */
 
-static void describe_type(struct ds4rt_dspark *d, const char *label, const ds4rt_weight *w) {
+static void describe_type(struct ds4rt_dspark *d, const char *label, const ds4rt_dweight *w) {
     size_t used = strlen(d->tensor_types);
     const ds4rt_type_info *t = ds4rt_type_lookup(w->type);
     snprintf(d->tensor_types + used, sizeof d->tensor_types - used, "%s%s=%s", used ? " " : "", label,
@@ -194,6 +191,7 @@ static void describe_type(struct ds4rt_dspark *d, const char *label, const ds4rt
 
 static ds4rt_status bind_all(struct ds4rt_dspark *d) {
     const ds4rt_hparams *hp = &d->target->hp;
+    TRY(ds4rt_arena_init(&d->arena, d->target->be, d->gguf));
     ds4rt_binder b = {.g = d->gguf, .hp = hp, .arena = &d->arena};
     char name[160];
     for (uint32_t s = 0; s < d->n_stages; s++) {
@@ -204,7 +202,7 @@ static ds4rt_status bind_all(struct ds4rt_dspark *d) {
         if (st != DS4RT_OK) return ds4rt_fail_context(st, "DSpark stage %u", s);
     }
     role_name(d, ROLE_MAIN_PROJ, name, sizeof name);
-    TRY(ds4rt_bind_matrix(&b, name, (int64_t)d->n_tgt * hp->n_embd, hp->n_embd, false, &d->main_proj));
+    TRY(ds4rt_bind_matrix(&b, name, (int64_t)d->n_tgt * hp->n_embd, hp->n_embd, false, DS4RT_OP_MATMUL, &d->main_proj));
     role_name(d, ROLE_MAIN_NORM, name, sizeof name);
     TRY(ds4rt_bind_vector(&b, name, hp->n_embd, &d->main_norm));
     role_name(d, ROLE_FINAL_NORM, name, sizeof name);
@@ -212,9 +210,9 @@ static ds4rt_status bind_all(struct ds4rt_dspark *d) {
     role_name(d, ROLE_HC_HEAD, name, sizeof name);
     TRY(ds4rt_bind_hc(&b, name, hp->hc, 1, &d->hc_head));
     role_name(d, ROLE_MARKOV_W1, name, sizeof name);
-    TRY(ds4rt_bind_matrix(&b, name, d->markov_rank, hp->n_vocab, false, &d->markov_w1));
+    TRY(ds4rt_bind_matrix(&b, name, d->markov_rank, hp->n_vocab, false, DS4RT_OP_GET_ROWS, &d->markov_w1));
     role_name(d, ROLE_MARKOV_W2, name, sizeof name);
-    TRY(ds4rt_bind_matrix(&b, name, d->markov_rank, hp->n_vocab, false, &d->markov_w2));
+    TRY(ds4rt_bind_matrix(&b, name, d->markov_rank, hp->n_vocab, false, DS4RT_OP_MATMUL, &d->markov_w2));
     role_name(d, ROLE_CONF_PROJ, name, sizeof name);
     TRY(ds4rt_bind_vector(&b, name, (int64_t)hp->n_embd + d->markov_rank, &d->conf_proj));
     describe_type(d, "main_proj", &d->main_proj);
@@ -225,35 +223,9 @@ static ds4rt_status bind_all(struct ds4rt_dspark *d) {
     return DS4RT_OK;
 }
 
-/* ---- public ------------------------------------------------------------------------------- */
+/* ---- loading ------------------------------------------------------------------------------- */
 
-static void dspark_params_defaults(void *out) {
-    ds4rt_dspark_params *p = out;
-    memset(p, 0, sizeof *p);
-    p->size = sizeof *p;
-    p->window = 0;
-    p->self_test = 1;
-}
-
-/* The versioning rule of abi.h. */
-static const ds4rt_struct_desc DSPARK_PARAMS = {
-    .name = "ds4rt_dspark_params",
-    .size = sizeof(ds4rt_dspark_params),
-    .min_size = sizeof(ds4rt_dspark_params_1_0),
-    .defaults = dspark_params_defaults,
-};
-
-static const ds4rt_struct_desc DSPARK_INFO = {
-    .name = "ds4rt_dspark_info",
-    .size = sizeof(ds4rt_dspark_info),
-    .min_size = offsetof(ds4rt_dspark_info, tensor_types) + DS4RT_TENSOR_TYPES_LEN, /* the 1.0 layout */
-};
-
-DS4RT_API ds4rt_status ds4rt_dspark_params_init(ds4rt_dspark_params *params, size_t size) {
-    return ds4rt_struct_init(&DSPARK_PARAMS, params, size);
-}
-
-static ds4rt_status load(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p) {
+ds4rt_status ds4rt_dspark_bind(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p) {
     TRY(ds4rt_gguf_open(path, &d->gguf));
     ds4rt_str arch;
     if (ds4rt_gguf_get_str(d->gguf, "general.architecture", &arch) != DS4RT_OK)
@@ -280,55 +252,13 @@ static ds4rt_status load(struct ds4rt_dspark *d, const char *path, const ds4rt_d
     d->clamp_sh = hp->clamp_shexp[hp->n_layer - 1];
     d->rope = ds4rt_rope_dense(hp);
     d->sim_fp8 = d->target->sim_fp8;
-    return DS4RT_OK;
+    /* enabling DSpark on this backend: every drafter op must be there */
+    return ds4rt_dspark_require_ops(d, d->target->be);
 }
 
-ds4rt_status ds4rt_dspark_self_test(struct ds4rt_dspark *d);
-
-DS4RT_API ds4rt_status ds4rt_dspark_load(const ds4rt_model *target, const char *path, const ds4rt_dspark_params *params,
-                                         ds4rt_dspark **out) {
-    if (target == NULL || path == NULL || out == NULL)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_load: NULL argument");
-    *out = NULL;
-    ds4rt_dspark_params p;
-    ds4rt_status rst = ds4rt_struct_read(&DSPARK_PARAMS, params, &p);
-    if (rst != DS4RT_OK) return ds4rt_fail_context(rst, "dspark_load");
-    if (p.window > 65536) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_load: window %u > 65536", p.window);
-    struct ds4rt_dspark *d = calloc(1, sizeof *d);
-    if (d == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "DSpark support model");
-    d->model = target;
-    d->target = &target->target;
-    ds4rt_status st = load(d, path, &p);
-    if (st == DS4RT_OK && p.self_test) st = ds4rt_dspark_self_test(d);
-    if (st != DS4RT_OK) {
-        ds4rt_dspark_free(d);
-        return ds4rt_fail_context(st, "DSpark support %s", path);
-    }
-    *out = d;
-    return DS4RT_OK;
-}
-
-DS4RT_API void ds4rt_dspark_free(ds4rt_dspark *d) {
-    if (d == NULL) return;
+void ds4rt_dspark_release(struct ds4rt_dspark *d) {
     ds4rt_arena_free(&d->arena);
     ds4rt_gguf_close(d->gguf);
-    free(d);
+    d->gguf = NULL;
 }
 
-DS4RT_API ds4rt_status ds4rt_dspark_get_info(const ds4rt_dspark *d, ds4rt_dspark_info *out) {
-    if (d == NULL || out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "dspark_get_info: NULL argument");
-    ds4rt_dspark_info info;
-    memset(&info, 0, sizeof info);
-    info.size = sizeof info;
-    info.layout = (int32_t)d->layout;
-    info.n_stages = d->n_stages;
-    info.block_size = d->block_size;
-    info.markov_rank = d->markov_rank;
-    info.noise_token = d->noise_token;
-    info.window = d->window;
-    info.n_target_layers = d->n_tgt;
-    for (uint32_t i = 0; i < d->n_tgt; i++) info.target_layers[i] = d->tgt_layers[i];
-    snprintf(info.tensor_types, sizeof info.tensor_types, "%s", d->tensor_types);
-    ds4rt_status st = ds4rt_struct_write(&DSPARK_INFO, &info, out);
-    return st == DS4RT_OK ? st : ds4rt_fail_context(st, "dspark_get_info");
-}

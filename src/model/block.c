@@ -1,10 +1,12 @@
-/* block.c - hyper-connections, projections and grouped output shared by layers and stages. */
+/*
+ * block.c - the DeepSeek V4 block as a composition of backend ops: the same code for trunk
+ * layers and DSpark stages. Every op runs once for the whole batch; ops whose results depend on
+ * earlier rows (the ring store, compressors, the indexer, attention) process their rows in
+ * position order inside the op.
+ */
 #include "block.h"
 
-#include <string.h>
-
 #include "internal.h"
-#include "ops.h"
 
 #define TRY(expr)                                                             \
     do {                                                                      \
@@ -12,78 +14,105 @@
         if (st_ != DS4RT_OK) return st_;                                      \
     } while (0)
 
-ds4rt_status ds4rt_hc_pre_batch(const ds4rt_hparams *hp, const ds4rt_hc_weights *w, ds4rt_pool *pool,
-                                ds4rt_scratch *s, const float *X, int64_t n) {
-    const uint32_t N = hp->hc, D = hp->n_embd;
-    for (int64_t t = 0; t < n; t++)
-        ds4rt_rms_norm(X + (size_t)t * hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, s->normed + (size_t)t * hp->hc_dim);
-    TRY(ds4rt_matmul(pool, &w->fn, s->normed, n, s->mix));
-    for (int64_t t = 0; t < n; t++) {
-        ds4rt_hc_coefficients(s->mix + (size_t)t * hp->hc_mix, w->scale, w->base, N, hp->sinkhorn_iters, hp->hc_eps,
-                              s->pre + (size_t)t * N, s->post + (size_t)t * N, s->comb + (size_t)t * N * N);
-        ds4rt_hc_reduce(X + (size_t)t * hp->hc_dim, s->pre + (size_t)t * N, N, D, s->x + (size_t)t * D);
-    }
+static ds4rt_status trace(const ds4rt_block_run *r, uint32_t stage, ds4rt_df32 rows, int64_t width) {
+    return r->trace ? r->trace(r->trace_user, stage, rows, r->n, width) : DS4RT_OK;
+}
+
+ds4rt_status ds4rt_block_kv_rows(ds4rt_bctx *ctx, const ds4rt_hparams *hp, ds4rt_dpass in, int64_t n,
+                                 const ds4rt_attn_weights *w, const ds4rt_rope *rope, bool sim_fp8, ds4rt_df32 x,
+                                 ds4rt_df32 kv) {
+    const ds4rt_backend_ops *o = ctx->ops;
+    TRY(o->matmul(ctx, &w->kv, x, n, kv));
+    TRY(o->rms_norm(ctx, n, hp->head_dim, kv, w->kv_norm, hp->rms_eps, kv));
+    TRY(o->rope(ctx, in, n, 1, hp->head_dim, rope, +1, kv));
+    if (sim_fp8) TRY(o->fp8_round(ctx, n, hp->head_dim, hp->d_nope, kv));
     return DS4RT_OK;
 }
 
-void ds4rt_hc_post_batch(const ds4rt_hparams *hp, const ds4rt_scratch *s, const float *X_old, float *X_new,
-                         int64_t n) {
-    const uint32_t N = hp->hc, D = hp->n_embd;
-    for (int64_t t = 0; t < n; t++)
-        ds4rt_hc_expand(X_old + (size_t)t * hp->hc_dim, s->f + (size_t)t * D, s->post + (size_t)t * N,
-                        s->comb + (size_t)t * N * N, N, D, X_new + (size_t)t * hp->hc_dim);
-}
+/* Input a->xn (the normed sublayer input); output a->f. */
+static ds4rt_status attention(const ds4rt_block_run *r, const ds4rt_attn_weights *w, const ds4rt_block_keys *k) {
+    ds4rt_bctx *ctx = r->ctx;
+    const ds4rt_backend_ops *o = ctx->ops;
+    const ds4rt_hparams *hp = r->hp;
+    ds4rt_acts *a = r->a;
+    const int64_t n = r->n;
+    const uint32_t dh = hp->head_dim, H = hp->n_head;
+    const bool trunk = k->layer != NULL, compressed = trunk && k->ratio != 0, indexed = trunk && k->ratio == 4;
 
-ds4rt_status ds4rt_hc_head_batch(const ds4rt_hparams *hp, const ds4rt_hc_weights *head, ds4rt_pool *pool,
-                                 ds4rt_scratch *s, const float *X, int64_t n, float *y) {
-    const uint32_t N = hp->hc, D = hp->n_embd;
-    for (int64_t i = 0; i < n; i++)
-        ds4rt_rms_norm(X + (size_t)i * hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, s->normed + (size_t)i * hp->hc_dim);
-    TRY(ds4rt_matmul(pool, &head->fn, s->normed, n, s->mix));
-    for (int64_t i = 0; i < n; i++) {
-        float wts[DS4RT_MAX_HC];
-        ds4rt_hc_head_weights(s->mix + (size_t)i * N, head->scale[0], head->base, N, hp->hc_eps, wts);
-        ds4rt_hc_reduce(X + (size_t)i * hp->hc_dim, wts, N, D, y + (size_t)i * D);
-    }
-    return DS4RT_OK;
-}
+    /* queries: q = per-head RMS(W_qb RMSNorm(W_qa xn, q_a_norm)), RoPE at each row's position */
+    TRY(o->matmul(ctx, &w->q_a, a->xn, n, a->qa));
+    TRY(o->rms_norm(ctx, n, hp->q_lora, a->qa, w->q_a_norm, hp->rms_eps, a->qa));
+    TRY(o->matmul(ctx, &w->q_b, a->qa, n, a->q));
+    TRY(o->rms_norm(ctx, n * H, dh, a->q, (ds4rt_df32){0}, hp->rms_eps, a->q));
+    TRY(o->rope(ctx, a->in, n, H, dh, k->rope, +1, a->q));
+    /* this block's KV rows */
+    TRY(ds4rt_block_kv_rows(ctx, hp, a->in, n, w, k->rope, k->sim_fp8, a->xn, a->kv));
 
-ds4rt_status ds4rt_attn_project_q(const ds4rt_hparams *hp, const ds4rt_attn_weights *w, ds4rt_pool *pool,
-                                  ds4rt_scratch *s, int64_t n) {
-    TRY(ds4rt_matmul(pool, &w->q_a, s->xn, n, s->qa));
-    for (int64_t i = 0; i < n; i++)
-        ds4rt_rms_norm(s->qa + i * hp->q_lora, hp->q_lora, w->q_a_norm, hp->rms_eps, s->qa + i * hp->q_lora);
-    TRY(ds4rt_matmul(pool, &w->q_b, s->qa, n, s->q));
-    for (int64_t i = 0; i < n; i++)
-        for (uint32_t h = 0; h < hp->n_head; h++) {
-            float *qh = s->q + (size_t)i * hp->q_dim + (size_t)h * hp->head_dim;
-            ds4rt_rms_norm(qh, hp->head_dim, NULL, hp->rms_eps, qh);
+    ds4rt_attn_keys keys = {0};
+    if (trunk) {
+        ds4rt_layer_state *ls = k->layer;
+        TRY(o->kv_store(ctx, a->in, n, dh, a->kv, ls->raw, k->raw_cap));
+        keys = (ds4rt_attn_keys){.ring = ls->raw, .ring_cap = k->raw_cap, .window = hp->window};
+        if (compressed) {
+            TRY(o->matmul(ctx, &w->c_kv, a->xn, n, a->cu));
+            TRY(o->matmul(ctx, &w->c_gate, a->xn, n, a->cg));
+            TRY(o->comp_update(ctx, a->in, n, k->attn_comp, &ls->comp, a->cu, a->cg));
+            keys.comp_ratio = k->ratio;
+            keys.comp = ls->comp.out;
         }
-    return DS4RT_OK;
-}
-
-ds4rt_status ds4rt_attn_project_kv(const ds4rt_hparams *hp, const ds4rt_attn_weights *w, ds4rt_pool *pool,
-                                   const float *in, int64_t n, float *kv) {
-    TRY(ds4rt_matmul(pool, &w->kv, in, n, kv));
-    for (int64_t i = 0; i < n; i++)
-        ds4rt_rms_norm(kv + (size_t)i * hp->head_dim, hp->head_dim, w->kv_norm, hp->rms_eps, kv + (size_t)i * hp->head_dim);
-    return DS4RT_OK;
-}
-
-ds4rt_status ds4rt_attn_grouped_output(const ds4rt_hparams *hp, const ds4rt_attn_weights *w, ds4rt_pool *pool,
-                                       ds4rt_scratch *s, int64_t n) {
-    /* group g reads heads [g*H/G, (g+1)*H/G): a contiguous slice of each output row */
-    for (uint32_t g = 0; g < hp->o_groups; g++) {
-        for (int64_t i = 0; i < n; i++)
-            memcpy(s->og + (size_t)i * hp->group_dim, s->q + (size_t)i * hp->q_dim + (size_t)g * hp->group_dim,
-                   hp->group_dim * sizeof(float));
-        ds4rt_weight wg = w->out_a;
-        wg.data = (const uint8_t *)w->out_a.data + (size_t)g * hp->o_lora * w->out_a.row_bytes;
-        wg.rows = hp->o_lora;
-        TRY(ds4rt_matmul(pool, &wg, s->og, n, s->olow));
-        for (int64_t i = 0; i < n; i++)
-            memcpy(s->low + (size_t)i * hp->o_low_dim + (size_t)g * hp->o_lora, s->olow + (size_t)i * hp->o_lora,
-                   hp->o_lora * sizeof(float));
+        if (indexed) {
+            /* the lightning indexer picks which compressed rows each row attends to */
+            const uint32_t di = hp->idx_dim;
+            TRY(o->matmul(ctx, &w->ic_kv, a->xn, n, a->iu));
+            TRY(o->matmul(ctx, &w->ic_gate, a->xn, n, a->ig));
+            TRY(o->comp_update(ctx, a->in, n, k->index_comp, &ls->icomp, a->iu, a->ig));
+            TRY(o->matmul(ctx, &w->i_qb, a->qa, n, a->iq));
+            TRY(o->matmul(ctx, &w->i_proj, a->xn, n, a->iw));
+            TRY(o->rope(ctx, a->in, n, hp->idx_heads, di, k->rope, +1, a->iq));
+            TRY(o->hadamard(ctx, n * hp->idx_heads, di, a->iq));
+            if (k->sim_fp4) TRY(o->fp4_round(ctx, n * hp->idx_heads, di, di, a->iq));
+            TRY(o->indexer_topk(ctx, a->in, hp, n, a->iq, a->iw, ls->icomp.out, a->sel, a->n_sel));
+            keys.sel = a->sel;
+            keys.n_sel = a->n_sel;
+            keys.sel_stride = hp->idx_topk;
+        }
+    } else {
+        keys = (ds4rt_attn_keys){.ring = k->ring, .ring_cap = k->ring_cap, .window = k->window, .block = true,
+                                 .block_rows = a->kv};
     }
-    return ds4rt_matmul(pool, &w->out_b, s->low, n, s->f);
+    /* the output overwrites q; its RoPE is undone at the same positions */
+    TRY(o->attention(ctx, a->in, n, H, dh, &keys, w->sinks, a->q, a->q));
+    TRY(o->rope(ctx, a->in, n, H, dh, k->rope, -1, a->q));
+    return o->grouped_out(ctx, hp, n, &w->out_a, &w->out_b, a->q, a->f);
+}
+
+static void swap(ds4rt_acts *a) {
+    ds4rt_df32 t = a->X;
+    a->X = a->X2;
+    a->X2 = t;
+}
+
+ds4rt_status ds4rt_block_forward(const ds4rt_block_run *r, const ds4rt_block_weights *w, const ds4rt_block_keys *k,
+                                 float clamp, float clamp_sh) {
+    ds4rt_bctx *ctx = r->ctx;
+    const ds4rt_backend_ops *o = ctx->ops;
+    const ds4rt_hparams *hp = r->hp;
+    ds4rt_acts *a = r->a;
+    const int64_t n = r->n;
+
+    TRY(o->hc_pre(ctx, hp, n, &w->hc_attn, w->attn.norm, a->X, a->xn, a->post, a->comb));
+    TRY(trace(r, DS4RT_TRACE_ATTN_IN, a->xn, hp->n_embd));
+    TRY(attention(r, &w->attn, k));
+    TRY(trace(r, DS4RT_TRACE_ATTN_OUT, a->f, hp->n_embd));
+    TRY(o->hc_post(ctx, hp, n, a->X, a->f, a->post, a->comb, a->X2));
+    swap(a);
+    TRY(trace(r, DS4RT_TRACE_ATTN_HC, a->X, hp->hc_dim));
+
+    TRY(o->hc_pre(ctx, hp, n, &w->hc_ffn, w->moe.norm, a->X, a->xn, a->post, a->comb));
+    TRY(trace(r, DS4RT_TRACE_FFN_IN, a->xn, hp->n_embd));
+    TRY(o->moe(ctx, a->in, hp, n, &w->moe, clamp, clamp_sh, a->xn, a->f));
+    TRY(trace(r, DS4RT_TRACE_FFN_OUT, a->f, hp->n_embd));
+    TRY(o->hc_post(ctx, hp, n, a->X, a->f, a->post, a->comb, a->X2));
+    swap(a);
+    return DS4RT_OK;
 }

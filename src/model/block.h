@@ -1,39 +1,56 @@
 /*
- * block.h - the pieces of a DeepSeek V4 block shared by trunk layers and DSpark drafter stages
- * (dsv4-architecture.md §4, §5.1, §5.8): hyper-connection pre/post over a batch, the query
- * and KV projections, and the grouped low-rank output projection. All work on the rows of a
- * scratch (batch of n tokens), one row at a time where order matters.
+ * block.h - ONE DeepSeek V4 block, composed against the backend table (docs/MODEL.md, "The
+ * block"): hyper-connection pre, the attention sublayer, HC post, HC pre, the MoE sublayer, HC
+ * post. Trunk layers and DSpark drafter stages both run through ds4rt_block_forward; they
+ * differ only in where the attention sublayer's keys come from (ds4rt_block_keys).
  */
 #ifndef DS4RT_BLOCK_H
 #define DS4RT_BLOCK_H
 
+#include <stdbool.h>
+
+#include "activations.h"
+#include "backend.h"
 #include "hparams.h"
-#include "scratch.h"
-#include "threadpool.h"
+#include "state.h"
 #include "weights.h"
 
-/* s->x[t] = sum_h pre[h] X[t][h]; keeps post/comb in s for ds4rt_hc_post_batch. */
-ds4rt_status ds4rt_hc_pre_batch(const ds4rt_hparams *hp, const ds4rt_hc_weights *w, ds4rt_pool *pool,
-                                ds4rt_scratch *s, const float *X, int64_t n);
+/* Where a block's attention keys come from. */
+typedef struct ds4rt_block_keys {
+    const ds4rt_rope *rope;     /* the block's RoPE */
+    bool sim_fp8, sim_fp4;      /* official numerics */
+    /* trunk layer: its own rows go into `layer`'s raw ring (causal window), compressor and
+     * indexer; keys = window + compressed rows (all, or the indexer's choice) */
+    ds4rt_layer_state *layer;   /* NULL for a drafter stage */
+    uint32_t raw_cap;
+    uint32_t ratio;
+    const ds4rt_comp_desc *attn_comp, *index_comp;
+    /* drafter stage: keys = the `window` context rows before the block in `ring` (capacity
+     * ring_cap), then every row of the block (non-causal) */
+    ds4rt_df32 ring;
+    uint32_t ring_cap;
+    uint32_t window;
+} ds4rt_block_keys;
 
-/* X_new[t] = post[t] (x) s->f[t] + comb[t]^T X_old[t]; X_new must not alias X_old. */
-void ds4rt_hc_post_batch(const ds4rt_hparams *hp, const ds4rt_scratch *s, const float *X_old, float *X_new,
-                         int64_t n);
+/* Called with a tensor of the pass after each stage (docs: ds4rt_trace_stage), or NULL. */
+typedef ds4rt_status (*ds4rt_block_trace)(void *user, uint32_t stage, ds4rt_df32 rows, int64_t n, int64_t width);
 
-/* HC head collapse of n rows of X into y[n][D] (before the final norm). */
-ds4rt_status ds4rt_hc_head_batch(const ds4rt_hparams *hp, const ds4rt_hc_weights *head, ds4rt_pool *pool,
-                                 ds4rt_scratch *s, const float *X, int64_t n, float *y);
+typedef struct ds4rt_block_run {
+    ds4rt_bctx *ctx;
+    const ds4rt_hparams *hp;
+    ds4rt_acts *a;              /* input and output in a->X (a->X2 is clobbered) */
+    int64_t n;
+    ds4rt_block_trace trace;
+    void *trace_user;
+} ds4rt_block_run;
 
-/* From s->xn: s->qa = RMSNorm(W_qa xn, q_a_norm) and s->q = per-head RMS(W_qb qa), no RoPE. */
-ds4rt_status ds4rt_attn_project_q(const ds4rt_hparams *hp, const ds4rt_attn_weights *w, ds4rt_pool *pool,
-                                  ds4rt_scratch *s, int64_t n);
+ds4rt_status ds4rt_block_forward(const ds4rt_block_run *r, const ds4rt_block_weights *w, const ds4rt_block_keys *k,
+                                 float clamp, float clamp_sh);
 
-/* kv[n][d_h] = RMSNorm(W_kv x, kv_norm) for x = rows of `in` (s->xn, or DSpark's main_x). */
-ds4rt_status ds4rt_attn_project_kv(const ds4rt_hparams *hp, const ds4rt_attn_weights *w, ds4rt_pool *pool,
-                                   const float *in, int64_t n, float *kv);
-
-/* s->f = W_ob (grouped W_oa (attention output in s->q)). */
-ds4rt_status ds4rt_attn_grouped_output(const ds4rt_hparams *hp, const ds4rt_attn_weights *w, ds4rt_pool *pool,
-                                       ds4rt_scratch *s, int64_t n);
+/* The attention sublayer's KV row: kv[n][d_h] = RMSNorm(W_kv x, kv_norm), RoPE at pos0 + i,
+ * FP8 round trip of the non-RoPE dims when `sim_fp8` (DSpark's context rows use it too). */
+ds4rt_status ds4rt_block_kv_rows(ds4rt_bctx *ctx, const ds4rt_hparams *hp, ds4rt_dpass in, int64_t n,
+                                 const ds4rt_attn_weights *w, const ds4rt_rope *rope, bool sim_fp8, ds4rt_df32 x,
+                                 ds4rt_df32 kv);
 
 #endif /* DS4RT_BLOCK_H */

@@ -1,15 +1,14 @@
 /*
- * forward.c - the target's forward pass over a batch (dsv4-architecture.md §8), layer-major:
- * every matrix product runs once for the whole batch (batch-invariant kernels), every
- * order-dependent step runs token by token in position order.
+ * forward.c - the target's forward pass over a batch (docs/MODEL.md, "Batches"), composed
+ * against the backend table: one upload of the pass block, the embedding, the layers (each a
+ * ds4rt_block_forward), HC head, final norm and output head, then one download of the
+ * requested logits rows. Rollback restores the compressor frontiers on the backend.
  */
 #include <string.h>
 
-#include "attention.h"
 #include "block.h"
 #include "ds4rt.h"
 #include "internal.h"
-#include "moe.h"
 #include "target.h"
 
 #define TRY(expr)                                                             \
@@ -18,37 +17,73 @@
         if (st_ != DS4RT_OK) return st_;                                      \
     } while (0)
 
-static void trace_rows(const ds4rt_forward_args *a, uint32_t layer, uint32_t stage, int64_t pos0, const float *rows,
-                       int64_t n, int64_t width) {
-    if (a->trace == NULL) return;
-    for (int64_t i = 0; i < n; i++) a->trace(a->trace_user, layer, stage, pos0 + i, rows + (size_t)i * width, width);
-}
-
-static void capture_layer(const ds4rt_hparams *hp, const ds4rt_capture *c, uint32_t l, const float *X, int64_t n) {
-    if (c == NULL) return;
-    for (uint32_t slot = 0; slot < c->n_layers; slot++) {
-        if (c->layers[slot] != l) continue;
-        const uint32_t N = hp->hc, D = hp->n_embd;
-        for (int64_t t = 0; t < n; t++) {
-            float *row = c->rows + (size_t)slot * c->stride + (size_t)t * D;
-            const float *Xt = X + (size_t)t * hp->hc_dim;
-            for (uint32_t d = 0; d < D; d++) {
-                float acc = 0.0f;
-                for (uint32_t h = 0; h < N; h++) acc += Xt[(size_t)h * D + d];
-                row[d] = acc / (float)N;
-            }
-        }
+ds4rt_status ds4rt_pass_bufs_create(const ds4rt_target *t, ds4rt_bctx *ctx, int64_t max_batch, int64_t n_ctx,
+                                    ds4rt_pass_bufs *pb) {
+    const ds4rt_hparams *hp = &t->hp;
+    memset(pb, 0, sizeof *pb);
+    pb->ctx = ctx;
+    int64_t max_comp = 1;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        if (hp->ratio[l] != 0 && n_ctx / hp->ratio[l] + 2 > max_comp) max_comp = n_ctx / hp->ratio[l] + 2;
+    ds4rt_limits lim = {.max_rows = max_batch, .max_keys = hp->window + max_comp, .max_comp = max_comp};
+    TRY(ctx->ops->ctx_reserve(ctx, hp, &lim));
+    TRY(ds4rt_acts_create(ctx->be, hp, max_batch, max_batch, &pb->acts));
+    uint64_t off = 0;
+    ds4rt_carve_f32(NULL, &off, (uint64_t)max_batch * hp->n_embd);
+    ds4rt_carve_f32(NULL, &off, (uint64_t)max_batch * hp->n_vocab);
+    ds4rt_status st = ctx->ops->alloc(ctx->be, DS4RT_MEM_SCRATCH, off * 4, &pb->head_buf);
+    if (st != DS4RT_OK) {
+        ds4rt_pass_bufs_free(pb);
+        return ds4rt_fail_context(st, "output head buffers");
     }
+    off = 0;
+    pb->hy = ds4rt_carve_f32(pb->head_buf, &off, (uint64_t)max_batch * hp->n_embd);
+    pb->logits = ds4rt_carve_f32(pb->head_buf, &off, (uint64_t)max_batch * hp->n_vocab);
+    return DS4RT_OK;
 }
 
-static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st, ds4rt_scratch *s,
-                             ds4rt_forward_args *a);
+void ds4rt_pass_bufs_free(ds4rt_pass_bufs *pb) {
+    if (pb->ctx != NULL && pb->head_buf != NULL) pb->ctx->ops->release(pb->ctx->be, pb->head_buf);
+    ds4rt_acts_free(&pb->acts);
+    memset(pb, 0, sizeof *pb);
+}
 
-ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st,
-                                  ds4rt_scratch *s, ds4rt_forward_args *a) {
+/* ---- trace: a debugging path, so it may read rows back mid-pass ------------------------------- */
+
+typedef struct trace_ctx {
+    ds4rt_forward_args *a;
+    ds4rt_bctx *ctx;
+    uint32_t layer;
+    int64_t pos0;
+} trace_ctx;
+
+static ds4rt_status trace_rows(void *user, uint32_t stage, ds4rt_df32 rows, int64_t n, int64_t width) {
+    trace_ctx *tc = user;
+    ds4rt_forward_args *a = tc->a;
+    TRY(ds4rt_download_f32(tc->ctx, rows, (uint64_t)(n * width), a->trace_buf));
+    for (int64_t i = 0; i < n; i++)
+        a->trace(a->trace_user, tc->layer, stage, tc->pos0 + i, a->trace_buf + (size_t)i * width, width);
+    return DS4RT_OK;
+}
+
+static ds4rt_status capture_layer(ds4rt_bctx *ctx, const ds4rt_hparams *hp, const ds4rt_capture *c, uint32_t l,
+                                  ds4rt_df32 X, int64_t n) {
+    if (c == NULL) return DS4RT_OK;
+    for (uint32_t slot = 0; slot < c->n_layers; slot++)
+        if (c->layers[slot] == l)
+            TRY(ctx->ops->capture(ctx, hp, n, X, ds4rt_f32_at(c->rows, slot * c->slot_stride), c->row_stride));
+    return DS4RT_OK;
+}
+
+/* ---- the pass --------------------------------------------------------------------------------- */
+
+static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a);
+
+ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st,
+                                  ds4rt_forward_args *a) {
     const ds4rt_hparams *hp = &t->hp;
     const int64_t n = a->n, pos0 = st->n_pos;
-    if (n < 1 || n > (int64_t)st->max_batch || n > s->cap)
+    if (n < 1 || n > (int64_t)st->max_batch || n > pb->acts.cap)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "batch of %lld tokens; this session takes 1..%u per pass",
                           (long long)n, st->max_batch);
     if (pos0 + n > st->n_ctx)
@@ -63,84 +98,77 @@ ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pool *pool, ds4rt
                           (long long)n);
 
     double t0 = ds4rt_now_ms();
-    ds4rt_kv_state_begin_batch(st, n);
+    ds4rt_status status = ds4rt_kv_state_begin_batch(pb->ctx, st, n);
     a->ms_snapshot = ds4rt_now_ms() - t0;
-    ds4rt_status status = run_pass(t, pool, st, s, a);
+    if (status == DS4RT_OK) status = run_pass(t, pb, st, a);
     if (status != DS4RT_OK) {
         /* leave the state as it was before the pass */
         st->n_pos = pos0;
-        ds4rt_target_rollback(t, st, s, 0);
+        ds4rt_target_rollback(t, pb->ctx, st, 0);
     }
     return status;
 }
 
-static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pool *pool, ds4rt_kv_state *st, ds4rt_scratch *s,
-                             ds4rt_forward_args *a) {
+static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a) {
     const ds4rt_hparams *hp = &t->hp;
+    ds4rt_bctx *ctx = pb->ctx;
+    const ds4rt_backend_ops *o = ctx->ops;
+    ds4rt_acts *acts = &pb->acts;
     const int64_t n = a->n, pos0 = st->n_pos;
-    const uint32_t N = hp->hc, D = hp->n_embd;
-    float *X = s->X, *X2 = s->X2;
+    const uint32_t D = hp->n_embd;
     double t_layers = ds4rt_now_ms();
-    for (int64_t i = 0; i < n; i++) {
-        float *x = s->x + (size_t)i * D;
-        const uint8_t *row = (const uint8_t *)t->tok_embd.data + (size_t)a->tokens[i] * t->tok_embd.row_bytes;
-        TRY(ds4rt_dequantize_row(t->tok_embd.type, row, D, x));
-        for (uint32_t h = 0; h < N; h++) memcpy(X + (size_t)i * hp->hc_dim + (size_t)h * D, x, D * sizeof(float));
-    }
+    /* the only host->backend copy of the pass: positions and token ids */
+    TRY(ds4rt_pass_upload(ctx, acts->in, pos0, 0, a->tokens, n));
+    TRY(o->get_rows(ctx, &t->tok_embd, ds4rt_pass_tokens(acts->in), n, hp->hc, acts->X));
 
+    trace_ctx tc = {.a = a, .ctx = ctx, .pos0 = pos0};
+    ds4rt_block_run run = {.ctx = ctx, .hp = hp, .a = acts, .n = n, .trace = a->trace ? trace_rows : NULL,
+                           .trace_user = &tc};
     for (uint32_t l = 0; l < hp->n_layer; l++) {
-        const ds4rt_block_weights *bw = &t->layers[l];
-        trace_rows(a, l, DS4RT_TRACE_LAYER_IN, pos0, X, n, hp->hc_dim);
-
-        TRY(ds4rt_hc_pre_batch(hp, &bw->hc_attn, pool, s, X, n));
-        for (int64_t i = 0; i < n; i++)
-            ds4rt_rms_norm(s->x + (size_t)i * D, D, bw->attn.norm, hp->rms_eps, s->xn + (size_t)i * D);
-        trace_rows(a, l, DS4RT_TRACE_ATTN_IN, pos0, s->xn, n, D);
-        TRY(ds4rt_attention_sublayer(t, l, pool, st, s, n, pos0));
-        trace_rows(a, l, DS4RT_TRACE_ATTN_OUT, pos0, s->f, n, D);
-        ds4rt_hc_post_batch(hp, s, X, X2, n);
-        float *tmp = X;
-        X = X2;
-        X2 = tmp;
-        trace_rows(a, l, DS4RT_TRACE_ATTN_HC, pos0, X, n, hp->hc_dim);
-
-        TRY(ds4rt_hc_pre_batch(hp, &bw->hc_ffn, pool, s, X, n));
-        for (int64_t i = 0; i < n; i++)
-            ds4rt_rms_norm(s->x + (size_t)i * D, D, bw->moe.norm, hp->rms_eps, s->xn + (size_t)i * D);
-        trace_rows(a, l, DS4RT_TRACE_FFN_IN, pos0, s->xn, n, D);
-        TRY(ds4rt_moe_sublayer(hp, &bw->moe, hp->clamp_exp[l], hp->clamp_shexp[l], pool, s, a->tokens, n));
-        trace_rows(a, l, DS4RT_TRACE_FFN_OUT, pos0, s->f, n, D);
-        ds4rt_hc_post_batch(hp, s, X, X2, n);
-        tmp = X;
-        X = X2;
-        X2 = tmp;
-        trace_rows(a, l, DS4RT_TRACE_LAYER_OUT, pos0, X, n, hp->hc_dim);
-        capture_layer(hp, a->capture, l, X, n);
-        capture_layer(hp, a->capture2, l, X, n);
+        tc.layer = l;
+        const uint32_t R = hp->ratio[l];
+        ds4rt_block_keys keys = {.rope = R == 0 ? &t->rope_dense : &t->rope_comp, .sim_fp8 = t->sim_fp8,
+                                 .sim_fp4 = t->sim_fp4, .layer = &st->layers[l], .raw_cap = st->raw_cap, .ratio = R,
+                                 .attn_comp = &t->attn_comp[l], .index_comp = &t->index_comp[l]};
+        if (a->trace) TRY(trace_rows(&tc, DS4RT_TRACE_LAYER_IN, acts->X, n, hp->hc_dim));
+        TRY(ds4rt_block_forward(&run, &t->layers[l], &keys, hp->clamp_exp[l], hp->clamp_shexp[l]));
+        if (a->trace) TRY(trace_rows(&tc, DS4RT_TRACE_LAYER_OUT, acts->X, n, hp->hc_dim));
+        TRY(capture_layer(ctx, hp, a->capture, l, acts->X, n));
+        TRY(capture_layer(ctx, hp, a->capture2, l, acts->X, n));
     }
     st->n_pos = pos0 + n;
+    TRY(o->synchronize(ctx));
     double t_head = ds4rt_now_ms();
     a->ms_layers = t_head - t_layers;
 
     if (a->logits != NULL && a->logits_from < n) {
         const int64_t from = a->logits_from, m = n - from;
-        TRY(ds4rt_hc_head_batch(hp, &t->hc_head, pool, s, X + (size_t)from * hp->hc_dim, m, s->hy));
-        for (int64_t i = 0; i < m; i++) {
-            float *y = s->hy + (size_t)i * D;
-            trace_rows(a, hp->n_layer, DS4RT_TRACE_HEAD, pos0 + from + i, y, 1, D);
-            ds4rt_rms_norm(y, D, t->out_norm, hp->rms_eps, y);
+        TRY(o->hc_head(ctx, hp, m, &t->hc_head, ds4rt_f32_at(acts->X, (uint64_t)from * hp->hc_dim), pb->hy));
+        if (a->trace) {
+            tc.layer = hp->n_layer;
+            tc.pos0 = pos0 + from;
+            TRY(trace_rows(&tc, DS4RT_TRACE_HEAD, pb->hy, m, D));
         }
-        TRY(ds4rt_matmul(pool, &t->output, s->hy, m, a->logits));
+        TRY(o->rms_norm(ctx, m, D, pb->hy, t->out_norm, hp->rms_eps, pb->hy));
+        TRY(o->matmul(ctx, &t->output, pb->hy, m, pb->logits));
+        /* the requested logits rows: the pass's only read-back */
+        TRY(ds4rt_download_f32(ctx, pb->logits, (uint64_t)m * hp->n_vocab, a->logits));
     }
     a->ms_head = ds4rt_now_ms() - t_head;
     return DS4RT_OK;
 }
 
-ds4rt_status ds4rt_target_rollback(const ds4rt_target *t, ds4rt_kv_state *st, ds4rt_scratch *s, int64_t keep) {
+ds4rt_status ds4rt_target_rollback(const ds4rt_target *t, ds4rt_bctx *ctx, ds4rt_kv_state *st, int64_t keep) {
     if (keep < 0 || keep > st->batch_len)
         return ds4rt_fail(DS4RT_ERR_STATE, "cannot keep %lld tokens of a last batch of %lld", (long long)keep,
                           (long long)st->batch_len);
-    for (uint32_t l = 0; l < t->hp.n_layer; l++) TRY(ds4rt_attention_rollback(t, l, st, s, keep));
+    for (uint32_t l = 0; l < t->hp.n_layer; l++) {
+        ds4rt_layer_state *ls = &st->layers[l];
+        if (t->hp.ratio[l] != 0)
+            TRY(ctx->ops->comp_rollback(ctx, &t->attn_comp[l], &ls->comp, st->batch_start, keep));
+        if (t->hp.ratio[l] == 4)
+            TRY(ctx->ops->comp_rollback(ctx, &t->index_comp[l], &ls->icomp, st->batch_start, keep));
+    }
     st->n_pos = st->batch_start + keep;
     st->batch_len = keep;
     return DS4RT_OK;

@@ -1,4 +1,4 @@
-/* hparams.c - reading and validating deepseek4 hyperparameters (dsv4-architecture.md §2, §13.1). */
+/* hparams.c - reading and validating deepseek4 hyperparameters (docs/MODEL.md, "Hyperparameters"). */
 #include "hparams.h"
 
 #include <math.h>

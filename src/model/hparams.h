@@ -1,5 +1,5 @@
 /*
- * hparams.h - DeepSeek V4 hyperparameters read from GGUF metadata (dsv4-architecture.md §2),
+ * hparams.h - DeepSeek V4 hyperparameters read from GGUF metadata (docs/MODEL.md, "Hyperparameters"),
  * with the derived sizes the forward pass uses. Every dimension comes from here, so the real
  * 43-layer model and tiny test models share one code path.
  */

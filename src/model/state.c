@@ -1,123 +1,117 @@
 /* state.c - allocation, reset and batch snapshots of the target's per-session state. */
 #include "state.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-static float *alloc_floats(size_t n, uint64_t *bytes) {
-    *bytes += n * sizeof(float);
-    return calloc(n ? n : 1, sizeof(float));
+/* State tensors are packed without padding: model info reports their bytes exactly as
+ * docs/MODEL.md lays them out. */
+static ds4rt_df32 carve(ds4rt_dbuf *b, uint64_t *off, uint64_t count) {
+    ds4rt_df32 v = {b, *off};
+    *off += count;
+    return v;
 }
 
-static void frontier_clear(ds4rt_frontier *f) {
-    size_t n = (size_t)f->rows * f->width;
-    memset(f->kv, 0, n * sizeof(float));
-    for (size_t i = 0; i < n; i++) f->score[i] = -INFINITY;
+/* One compressor's tensors carved from `b` (NULL: only counted). */
+static void comp_layout(ds4rt_dbuf *b, uint64_t *off, uint32_t rows, uint32_t width, uint32_t dim, uint32_t cap,
+                        uint32_t max_batch, ds4rt_comp_state *cs) {
+    const uint64_t n = (uint64_t)rows * width;
+    cs->kv = carve(b, off, n);
+    cs->score = carve(b, off, n);
+    cs->snap_kv = carve(b, off, n);
+    cs->snap_score = carve(b, off, n);
+    cs->journal = carve(b, off, (uint64_t)max_batch * 2 * width);
+    cs->out = carve(b, off, (uint64_t)cap * dim);
+    cs->rows = rows;
+    cs->width = width;
+    cs->cap = cap;
 }
 
-static bool frontier_alloc(ds4rt_frontier *f, uint32_t rows, uint32_t width, float **snap_kv,
-                           float **snap_score, uint64_t *bytes) {
-    size_t n = (size_t)rows * width;
-    f->rows = rows;
-    f->width = width;
-    f->kv = alloc_floats(n, bytes);
-    f->score = alloc_floats(n, bytes);
-    *snap_kv = alloc_floats(n, bytes);
-    *snap_score = alloc_floats(n, bytes);
-    return f->kv && f->score && *snap_kv && *snap_score;
+static uint64_t layout(ds4rt_dbuf *b, const ds4rt_hparams *hp, ds4rt_kv_state *st) {
+    uint64_t off = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        ds4rt_layer_state *ls = &st->layers[l];
+        const uint32_t R = hp->ratio[l];
+        ls->raw = carve(b, &off, (uint64_t)st->raw_cap * hp->head_dim);
+        const uint32_t cap = R != 0 ? (uint32_t)(st->n_ctx / R + 2) : 0;
+        if (R != 0) {
+            uint32_t c = ds4rt_coff(R);
+            comp_layout(b, &off, c * R, c * hp->head_dim, hp->head_dim, cap, st->max_batch, &ls->comp);
+        }
+        if (R == 4) comp_layout(b, &off, 2 * 4, 2 * hp->idx_dim, hp->idx_dim, cap, st->max_batch, &ls->icomp);
+    }
+    return off;
 }
 
-ds4rt_status ds4rt_kv_state_create(const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch,
+uint64_t ds4rt_kv_state_bytes(const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch) {
+    ds4rt_kv_state st = {.n_ctx = n_ctx, .max_batch = max_batch, .raw_cap = hp->window + max_batch};
+    ds4rt_layer_state ls;
+    uint64_t floats = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) { /* layer by layer, through the one layout */
+        ds4rt_hparams one = *hp;
+        one.n_layer = 1;
+        one.ratio = &hp->ratio[l];
+        st.layers = &ls;
+        floats += layout(NULL, &one, &st);
+    }
+    return floats * 4;
+}
+
+ds4rt_status ds4rt_kv_state_create(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch,
                                    ds4rt_kv_state *st) {
     memset(st, 0, sizeof *st);
     st->n_layer = hp->n_layer;
+    st->ratio = hp->ratio;
     st->n_ctx = n_ctx;
     st->max_batch = max_batch;
     st->raw_cap = hp->window + max_batch;
+    st->be = ctx->be;
     st->layers = calloc(hp->n_layer, sizeof *st->layers);
     if (st->layers == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "session state");
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
-        ds4rt_layer_state *ls = &st->layers[l];
-        uint32_t R = hp->ratio[l];
-        bool ok = (ls->raw = alloc_floats((size_t)st->raw_cap * hp->head_dim, &st->bytes)) != NULL;
-        if (R != 0) {
-            uint32_t c = ds4rt_coff(R);
-            ls->comp_cap = (uint32_t)(n_ctx / R + 2);
-            ok = ok && (ls->comp = alloc_floats((size_t)ls->comp_cap * hp->head_dim, &st->bytes)) != NULL;
-            ok = ok && frontier_alloc(&ls->cf, c * R, c * hp->head_dim, &ls->snap_cf_kv, &ls->snap_cf_score,
-                                      &st->bytes);
-            ok = ok && (ls->journal_c = alloc_floats((size_t)max_batch * 2 * ls->cf.width, &st->bytes)) != NULL;
-        }
-        if (R == 4) {
-            ok = ok && (ls->icomp = alloc_floats((size_t)ls->comp_cap * hp->idx_dim, &st->bytes)) != NULL;
-            ok = ok && frontier_alloc(&ls->icf, 2 * 4, 2 * hp->idx_dim, &ls->snap_icf_kv, &ls->snap_icf_score,
-                                      &st->bytes);
-            ok = ok && (ls->journal_i = alloc_floats((size_t)max_batch * 2 * ls->icf.width, &st->bytes)) != NULL;
-        }
-        if (!ok) {
-            ds4rt_kv_state_free(st);
-            return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "session state for a context of %lld tokens",
-                              (long long)n_ctx);
-        }
+    uint64_t floats = layout(NULL, hp, st);
+    st->bytes = floats * 4;
+    ds4rt_status status = ctx->ops->alloc(ctx->be, DS4RT_MEM_STATE, st->bytes, &st->buf);
+    if (status != DS4RT_OK) {
+        ds4rt_kv_state_free(st);
+        return ds4rt_fail_context(status, "session state for a context of %lld tokens", (long long)n_ctx);
     }
-    ds4rt_kv_state_reset(st);
-    return DS4RT_OK;
+    layout(st->buf, hp, st);
+    status = ds4rt_kv_state_reset(ctx, st);
+    if (status != DS4RT_OK) ds4rt_kv_state_free(st);
+    return status;
 }
 
 void ds4rt_kv_state_free(ds4rt_kv_state *st) {
-    if (st->layers != NULL) {
-        for (uint32_t l = 0; l < st->n_layer; l++) {
-            ds4rt_layer_state *ls = &st->layers[l];
-            free(ls->raw);
-            free(ls->comp);
-            free(ls->cf.kv);
-            free(ls->cf.score);
-            free(ls->snap_cf_kv);
-            free(ls->snap_cf_score);
-            free(ls->journal_c);
-            free(ls->icomp);
-            free(ls->icf.kv);
-            free(ls->icf.score);
-            free(ls->snap_icf_kv);
-            free(ls->snap_icf_score);
-            free(ls->journal_i);
-        }
-    }
+    if (st->buf != NULL) ds4rt_backend_get_ops(st->be)->release(st->be, st->buf);
     free(st->layers);
     memset(st, 0, sizeof *st);
 }
 
-void ds4rt_kv_state_reset(ds4rt_kv_state *st) {
+#define TRY(expr)                                                             \
+    do {                                                                      \
+        ds4rt_status st_ = (expr);                                            \
+        if (st_ != DS4RT_OK) return st_;                                      \
+    } while (0)
+
+ds4rt_status ds4rt_kv_state_reset(ds4rt_bctx *ctx, ds4rt_kv_state *st) {
     st->n_pos = 0;
     st->batch_start = 0;
     st->batch_len = 0;
     for (uint32_t l = 0; l < st->n_layer; l++) {
-        ds4rt_layer_state *ls = &st->layers[l];
-        ls->n_comp = ls->n_icomp = 0;
-        if (ls->cf.kv) frontier_clear(&ls->cf);
-        if (ls->icf.kv) frontier_clear(&ls->icf);
+        if (st->ratio[l] != 0) TRY(ctx->ops->comp_reset(ctx, &st->layers[l].comp));
+        if (st->ratio[l] == 4) TRY(ctx->ops->comp_reset(ctx, &st->layers[l].icomp));
     }
+    return DS4RT_OK;
 }
 
-void ds4rt_kv_state_begin_batch(ds4rt_kv_state *st, int64_t n) {
+ds4rt_status ds4rt_kv_state_begin_batch(ds4rt_bctx *ctx, ds4rt_kv_state *st, int64_t n) {
     st->batch_start = st->n_pos;
     st->batch_len = n;
     for (uint32_t l = 0; l < st->n_layer; l++) {
-        ds4rt_layer_state *ls = &st->layers[l];
-        ls->snap_n_comp = ls->n_comp;
-        ls->snap_n_icomp = ls->n_icomp;
-        if (ls->cf.kv) {
-            size_t bytes = (size_t)ls->cf.rows * ls->cf.width * sizeof(float);
-            memcpy(ls->snap_cf_kv, ls->cf.kv, bytes);
-            memcpy(ls->snap_cf_score, ls->cf.score, bytes);
-        }
-        if (ls->icf.kv) {
-            size_t bytes = (size_t)ls->icf.rows * ls->icf.width * sizeof(float);
-            memcpy(ls->snap_icf_kv, ls->icf.kv, bytes);
-            memcpy(ls->snap_icf_score, ls->icf.score, bytes);
-        }
+        if (st->ratio[l] != 0) TRY(ctx->ops->comp_snapshot(ctx, &st->layers[l].comp));
+        if (st->ratio[l] == 4) TRY(ctx->ops->comp_snapshot(ctx, &st->layers[l].icomp));
     }
+    return DS4RT_OK;
 }

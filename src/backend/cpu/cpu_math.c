@@ -1,5 +1,5 @@
-/* ops.c - norms, hyper-connections, RoPE, FP8/FP4 simulations, Hadamard (see ops.h). */
-#include "ops.h"
+/* cpu_math.c - norms, hyper-connections, RoPE, FP8/FP4 simulations, Hadamard (see cpu_math.h). */
+#include "cpu_math.h"
 
 #include <float.h>
 #include <string.h>
@@ -81,25 +81,6 @@ void ds4rt_hc_head_weights(const float *m, float scale, const float *base, uint3
 }
 
 /* ---- RoPE ------------------------------------------------------------------------------- */
-
-ds4rt_rope ds4rt_rope_dense(const ds4rt_hparams *hp) {
-    ds4rt_rope r = {.n_rot = hp->rope_dim, .base = hp->rope_base, .yarn = false, .yarn_scale = 1.0};
-    return r;
-}
-
-static double yarn_corr(double n_rot, double orig_ctx, double beta, double base) {
-    return n_rot * log(orig_ctx / (2.0 * M_PI * beta)) / (2.0 * log(base));
-}
-
-ds4rt_rope ds4rt_rope_compressed(const ds4rt_hparams *hp) {
-    ds4rt_rope r = {.n_rot = hp->rope_dim, .base = hp->compress_rope_base, .yarn = true};
-    r.yarn_scale = 1.0 / hp->yarn_factor;
-    double lo = floor(yarn_corr(hp->rope_dim, (double)hp->yarn_orig_ctx, hp->yarn_beta_fast, r.base));
-    double hi = ceil(yarn_corr(hp->rope_dim, (double)hp->yarn_orig_ctx, hp->yarn_beta_slow, r.base));
-    r.yarn_lo = lo < 0 ? 0 : lo;
-    r.yarn_hi = hi > hp->rope_dim - 1.0 ? hp->rope_dim - 1.0 : hi;
-    return r;
-}
 
 void ds4rt_rope_angles(const ds4rt_rope *r, int64_t pos, double *cos_out, double *sin_out) {
     const uint32_t half = r->n_rot / 2;

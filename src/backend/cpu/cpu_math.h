@@ -1,19 +1,20 @@
 /*
- * ops.h - the small numeric building blocks of the DeepSeek V4 forward pass on the CPU:
- * norms, hyper-connection mixing, RoPE with YaRN, the FP8/FP4 quantisation-aware simulations
- * and the Hadamard rotation (dsv4-architecture.md §4, §5.2, §5.3, §5.6.1).
+ * cpu_math.h - the CPU backend's numeric building blocks, one row (token) at a time: norms,
+ * hyper-connection mixing, RoPE with YaRN, the FP8/FP4 quantisation-aware simulations and the
+ * Hadamard rotation (docs/MODEL.md, "Numerics"; the formulas are checked against the float64
+ * reference of docs/REFERENCE.md).
  *
  * Every function computes one row (one token) with a fixed operation order, so a token's
  * result never depends on how many tokens are processed together.
  */
-#ifndef DS4RT_OPS_H
-#define DS4RT_OPS_H
+#ifndef DS4RT_CPU_MATH_H
+#define DS4RT_CPU_MATH_H
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "hparams.h"
+#include "backend.h"
 
 /* out = x / sqrt(mean(x^2) + eps) * w (w may be NULL: no weight). out may alias x. */
 void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float *out);
@@ -40,20 +41,6 @@ void ds4rt_hc_head_weights(const float *m, float scale, const float *base, uint3
 /* Upper bound on rotated pairs (rope dims <= head dims <= 4096), for stack buffers. */
 #define DS4RT_MAX_ROPE_PAIRS 2048
 
-/* RoPE parameters of one layer kind. */
-typedef struct ds4rt_rope {
-    uint32_t n_rot;      /* rotated dims (the last n_rot of a vector) */
-    double base;
-    bool yarn;
-    double yarn_scale;   /* 1 / factor */
-    double yarn_lo, yarn_hi;
-} ds4rt_rope;
-
-/* Dense layers (ratio 0) use rope.freq_base without YaRN; compressed layers use
- * compress_rope_freq_base with YaRN; DSpark stages use the dense parameters. */
-ds4rt_rope ds4rt_rope_dense(const ds4rt_hparams *hp);
-ds4rt_rope ds4rt_rope_compressed(const ds4rt_hparams *hp);
-
 /* cos/sin of the n_rot/2 pairs at position pos, in float64. */
 void ds4rt_rope_angles(const ds4rt_rope *r, int64_t pos, double *cos_out, double *sin_out);
 
@@ -62,10 +49,10 @@ void ds4rt_rope_angles(const ds4rt_rope *r, int64_t pos, double *cos_out, double
 void ds4rt_rope_apply(float *v, int64_t dim, const ds4rt_rope *r, const double *cs, const double *sn,
                       int sign);
 
-/* FP8 E4M3FN round trip in blocks of 64 with power-of-two (ue8m0) scales (§5.3). n % 64 == 0. */
+/* FP8 E4M3FN round trip in blocks of 64 with power-of-two (ue8m0) scales . n % 64 == 0. */
 void ds4rt_fp8_roundtrip(float *v, int64_t n);
 
-/* FP4 E2M1 round trip in blocks of 32 with power-of-two scales (§5.6.1). n % 32 == 0. */
+/* FP4 E2M1 round trip in blocks of 32 with power-of-two scales. n % 32 == 0. */
 void ds4rt_fp4_roundtrip(float *v, int64_t n);
 
 /* v = H_n v / sqrt(n), Sylvester order, n a power of two. */
@@ -75,4 +62,4 @@ void ds4rt_hadamard(float *v, int64_t n);
 float ds4rt_round_e4m3(float x);
 float ds4rt_round_e2m1(float x);
 
-#endif /* DS4RT_OPS_H */
+#endif /* DS4RT_CPU_MATH_H */

@@ -1,0 +1,142 @@
+/*
+ * cpu_attention.c - the lightning indexer with its top-k, and attention with sinks over keys
+ * described by index (backend.h: ds4rt_attn_keys), on the CPU. The key list of each row is
+ * built here as host pointers and the heads run in parallel; rows run in order.
+ */
+#include <math.h>
+
+#include "cpu_internal.h"
+#include "topk.h"
+
+/* ---- attention with sinks over an explicit key list, parallel over heads ------------------- */
+
+typedef struct head_job {
+    const float *q;            /* [H][d]; may alias out (a head's scores are done before its
+                                  output is written) */
+    const float *const *keys;  /* n_keys rows of d floats (K = V) */
+    int64_t n_keys;
+    const float *sinks;        /* [H] */
+    float scale;
+    uint32_t d;
+    float *out;                /* [H][d] */
+    float *scores;             /* [threads][max_keys] */
+    int64_t max_keys;
+} head_job;
+
+static void attend_heads(void *ctx, int64_t begin, int64_t end, int thread) {
+    const head_job *j = ctx;
+    float *sc = j->scores + (size_t)thread * j->max_keys;
+    for (int64_t h = begin; h < end; h++) {
+        const float *q = j->q + (size_t)h * j->d;
+        float mx = j->sinks[h];
+        for (int64_t k = 0; k < j->n_keys; k++) {
+            const float *key = j->keys[k];
+            float dot = 0.0f;
+            for (uint32_t i = 0; i < j->d; i++) dot += q[i] * key[i];
+            sc[k] = dot * j->scale;
+            if (sc[k] > mx) mx = sc[k];
+        }
+        double den = exp((double)j->sinks[h] - mx);
+        for (int64_t k = 0; k < j->n_keys; k++) {
+            sc[k] = expf(sc[k] - mx);
+            den += sc[k];
+        }
+        float *o = j->out + (size_t)h * j->d;
+        for (uint32_t i = 0; i < j->d; i++) o[i] = 0.0f;
+        for (int64_t k = 0; k < j->n_keys; k++) {
+            const float *v = j->keys[k];
+            float w = sc[k];
+            for (uint32_t i = 0; i < j->d; i++) o[i] += w * v[i];
+        }
+        float inv = (float)(1.0 / den);
+        for (uint32_t i = 0; i < j->d; i++) o[i] *= inv;
+    }
+}
+
+ds4rt_status cpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
+                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out) {
+    cpu_ctx *c = cpu(ctx);
+    const int64_t pos0 = pass_pos0(in), base = pass_base(in);
+    const float **keys = c->ws.att_keys;
+    const float *ring = F(k->ring), *comp = F(k->comp);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t pos = pos0 + i;
+        const int64_t last = k->block ? pos0 - 1 : pos;
+        int64_t first = last - (int64_t)k->window + 1;
+        if (first < base) first = base;
+        int64_t nk = 0;
+        for (int64_t p = first; p <= last; p++) keys[nk++] = ring + (size_t)(p % k->ring_cap) * dim;
+        if (k->block)
+            for (int64_t j = 0; j < n; j++) keys[nk++] = F(k->block_rows) + (size_t)j * dim;
+        if (k->comp_ratio != 0) {
+            if (k->sel.buf != NULL) {
+                const int32_t *sel = I(k->sel) + (size_t)i * k->sel_stride;
+                for (int32_t j = 0; j < I(k->n_sel)[i]; j++) keys[nk++] = comp + (size_t)sel[j] * dim;
+            } else {
+                int64_t visible = (pos + 1) / k->comp_ratio;
+                for (int64_t j = 0; j < visible; j++) keys[nk++] = comp + (size_t)j * dim;
+            }
+        }
+        if (nk > c->ws.lim.max_keys)
+            return ds4rt_fail(DS4RT_ERR_INTERNAL, "attention: %lld keys exceed the workspace's %lld", (long long)nk,
+                              (long long)c->ws.lim.max_keys);
+        head_job j = {.q = F(q) + (size_t)i * heads * dim, .keys = keys, .n_keys = nk, .sinks = F(sinks),
+                      .scale = (float)(1.0 / sqrt((double)dim)), .d = dim, .out = F(out) + (size_t)i * heads * dim,
+                      .scores = c->ws.att_scores, .max_keys = c->ws.lim.max_keys};
+        ds4rt_pool_parallel_for(c->pool, heads, 1, attend_heads, &j);
+    }
+    return DS4RT_OK;
+}
+
+/* ---- indexer scores over the visible indexer rows, parallel over rows ----------------------- */
+
+typedef struct index_job {
+    const float *qi;    /* [Hi][d_i] */
+    const float *w;     /* [Hi] */
+    float wscale;       /* 1 / sqrt(d_i * Hi) */
+    const float *rows;  /* [n][d_i] */
+    uint32_t heads, dim;
+    float *scores;
+} index_job;
+
+static void index_rows(void *ctx, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const index_job *j = ctx;
+    for (int64_t c = begin; c < end; c++) {
+        const float *k = j->rows + (size_t)c * j->dim;
+        float s = 0.0f;
+        for (uint32_t h = 0; h < j->heads; h++) {
+            const float *q = j->qi + (size_t)h * j->dim;
+            float dot = 0.0f;
+            for (uint32_t i = 0; i < j->dim; i++) dot += q[i] * k[i];
+            s += j->w[h] * j->wscale * (dot > 0.0f ? dot : 0.0f);
+        }
+        j->scores[c] = s;
+    }
+}
+
+ds4rt_status cpu_indexer_topk(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 iq,
+                              ds4rt_df32 iw, ds4rt_df32 rows, ds4rt_di32 sel, ds4rt_di32 n_sel) {
+    cpu_ctx *c = cpu(ctx);
+    const int64_t pos0 = pass_pos0(in);
+    const float wscale = (float)(1.0 / sqrt((double)hp->idx_dim * hp->idx_heads));
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t n_vis = (pos0 + i + 1) / 4;
+        int32_t *out = I(sel) + (size_t)i * hp->idx_topk;
+        int64_t m;
+        if (n_vis <= (int64_t)hp->idx_topk) {
+            for (int64_t r = 0; r < n_vis; r++) out[r] = (int32_t)r;
+            m = n_vis;
+        } else {
+            if (n_vis > c->ws.lim.max_comp)
+                return ds4rt_fail(DS4RT_ERR_INTERNAL, "indexer: %lld rows exceed the workspace", (long long)n_vis);
+            index_job ij = {.qi = F(iq) + (size_t)i * hp->idx_q_dim, .w = F(iw) + (size_t)i * hp->idx_heads,
+                            .wscale = wscale, .rows = F(rows), .heads = hp->idx_heads, .dim = hp->idx_dim,
+                            .scores = c->ws.iscores};
+            ds4rt_pool_parallel_for(c->pool, n_vis, 256, index_rows, &ij);
+            m = ds4rt_topk_indices(c->ws.iscores, n_vis, hp->idx_topk, c->ws.iscores_tmp, out);
+        }
+        I(n_sel)[i] = (int32_t)m;
+    }
+    return DS4RT_OK;
+}

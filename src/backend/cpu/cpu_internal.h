@@ -1,0 +1,99 @@
+/*
+ * cpu_internal.h - the CPU backend's context and the one place where its views become host
+ * pointers. Only src/backend/cpu/ includes this.
+ */
+#ifndef DS4RT_CPU_INTERNAL_H
+#define DS4RT_CPU_INTERNAL_H
+
+#include <string.h>
+
+#include "backend_impl.h"
+#include "cpu_workspace.h"
+#include "internal.h"
+#include "matmul.h"
+#include "threadpool.h"
+
+typedef struct cpu_ctx {
+    ds4rt_bctx base;     /* first: the composition sees only this */
+    ds4rt_pool *pool;
+    cpu_workspace ws;
+} cpu_ctx;
+
+static inline cpu_ctx *cpu(ds4rt_bctx *ctx) { return (cpu_ctx *)ctx; }
+
+/* On the CPU every buffer is host memory. */
+static inline float *F(ds4rt_df32 t) { return t.buf ? (float *)t.buf->ptr + t.off : NULL; }
+static inline int32_t *I(ds4rt_di32 t) { return t.buf ? (int32_t *)t.buf->ptr + t.off : NULL; }
+static inline const uint8_t *B(ds4rt_dbytes t) { return t.buf ? (const uint8_t *)t.buf->ptr + t.off : NULL; }
+
+static inline int64_t pass_pos0(ds4rt_dpass p) {
+    int64_t v;
+    memcpy(&v, p.buf->ptr, 8);
+    return v;
+}
+static inline int64_t pass_base(ds4rt_dpass p) {
+    int64_t v;
+    memcpy(&v, (const uint8_t *)p.buf->ptr + 8, 8);
+    return v;
+}
+static inline const int32_t *pass_tokens(ds4rt_dpass p) {
+    return (const int32_t *)((const uint8_t *)p.buf->ptr + DS4RT_PASS_HEADER_BYTES);
+}
+
+/* The quant layer's view of a weight. */
+static inline ds4rt_weight cpu_weight(const ds4rt_dweight *w) {
+    return (ds4rt_weight){.type = w->type, .data = B(w->data), .rows = w->rows, .cols = w->cols,
+                          .row_bytes = w->row_bytes};
+}
+
+#define TRY(expr)                                                             \
+    do {                                                                      \
+        ds4rt_status st_ = (expr);                                            \
+        if (st_ != DS4RT_OK) return st_;                                      \
+    } while (0)
+
+/* ops, one file per family */
+ds4rt_status cpu_get_rows(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_di32 ids, int64_t n, uint32_t copies,
+                          ds4rt_df32 out);
+ds4rt_status cpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_df32 w, float eps,
+                          ds4rt_df32 out);
+ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
+                      int sign, ds4rt_df32 x);
+ds4rt_status cpu_fp8_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x);
+ds4rt_status cpu_fp4_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x);
+ds4rt_status cpu_hadamard(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x);
+ds4rt_status cpu_capture(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 X, ds4rt_df32 dst,
+                         uint64_t dst_stride);
+ds4rt_status cpu_argmax(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_di32 ids);
+ds4rt_status cpu_add(ds4rt_bctx *ctx, int64_t count, ds4rt_df32 a, ds4rt_df32 b, ds4rt_df32 out);
+ds4rt_status cpu_nonfinite(ds4rt_bctx *ctx, int64_t count, ds4rt_df32 x, ds4rt_di32 out);
+ds4rt_status cpu_dspark_confidence(ds4rt_bctx *ctx, uint32_t d, uint32_t r, ds4rt_df32 proj, ds4rt_df32 h,
+                                   ds4rt_df32 state, ds4rt_df32 out);
+
+ds4rt_status cpu_hc_pre(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, const ds4rt_hc_weights *w,
+                        ds4rt_df32 norm, ds4rt_df32 X, ds4rt_df32 xn, ds4rt_df32 post, ds4rt_df32 comb);
+ds4rt_status cpu_hc_post(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 X, ds4rt_df32 f,
+                         ds4rt_df32 post, ds4rt_df32 comb, ds4rt_df32 X_out);
+ds4rt_status cpu_hc_head(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, const ds4rt_hc_weights *head,
+                         ds4rt_df32 X, ds4rt_df32 y);
+
+ds4rt_status cpu_matmul(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_df32 x, int64_t n, ds4rt_df32 y);
+ds4rt_status cpu_grouped_out(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, const ds4rt_dweight *out_a,
+                             const ds4rt_dweight *out_b, ds4rt_df32 o, ds4rt_df32 f);
+
+ds4rt_status cpu_kv_store(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t dim, ds4rt_df32 src, ds4rt_df32 ring,
+                          uint32_t ring_cap);
+ds4rt_status cpu_comp_reset(ds4rt_bctx *ctx, const ds4rt_comp_state *cs);
+ds4rt_status cpu_comp_snapshot(ds4rt_bctx *ctx, const ds4rt_comp_state *cs);
+ds4rt_status cpu_comp_update(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, const ds4rt_comp_desc *c,
+                             const ds4rt_comp_state *cs, ds4rt_df32 u, ds4rt_df32 g);
+ds4rt_status cpu_comp_rollback(ds4rt_bctx *ctx, const ds4rt_comp_desc *c, const ds4rt_comp_state *cs,
+                               int64_t batch_start, int64_t keep);
+ds4rt_status cpu_indexer_topk(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 iq,
+                              ds4rt_df32 iw, ds4rt_df32 rows, ds4rt_di32 sel, ds4rt_di32 n_sel);
+ds4rt_status cpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
+                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out);
+ds4rt_status cpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, const ds4rt_moe_weights *w,
+                     float clamp, float clamp_sh, ds4rt_df32 x, ds4rt_df32 f);
+
+#endif /* DS4RT_CPU_INTERNAL_H */

@@ -1,0 +1,122 @@
+/* cpu_rows.c - the CPU's row-wise ops: embedding rows, norms, RoPE, FP8/FP4/Hadamard, capture,
+ * argmax, add, the non-finite count and DSpark's confidence head. Each row is computed alone,
+ * so a row's result never depends on the batch. */
+#include <math.h>
+
+#include "cpu_internal.h"
+#include "cpu_math.h"
+
+ds4rt_status cpu_get_rows(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_di32 ids, int64_t n, uint32_t copies,
+                          ds4rt_df32 out) {
+    (void)ctx;
+    const int32_t *id = I(ids);
+    float *o = F(out);
+    const int64_t D = w->cols;
+    for (int64_t i = 0; i < n; i++) {
+        float *x = o + (size_t)i * copies * D;
+        TRY(ds4rt_dequantize_row(w->type, B(w->data) + (size_t)id[i] * w->row_bytes, D, x));
+        for (uint32_t c = 1; c < copies; c++) memcpy(x + (size_t)c * D, x, (size_t)D * sizeof(float));
+    }
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_df32 w, float eps,
+                          ds4rt_df32 out) {
+    (void)ctx;
+    const float *xp = F(x), *wp = F(w);
+    float *op = F(out);
+    for (int64_t r = 0; r < rows; r++) ds4rt_rms_norm(xp + (size_t)r * width, width, wp, eps, op + (size_t)r * width);
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
+                      int sign, ds4rt_df32 x) {
+    (void)ctx;
+    const int64_t pos0 = pass_pos0(in);
+    double cs[DS4RT_MAX_ROPE_PAIRS], sn[DS4RT_MAX_ROPE_PAIRS];
+    float *xp = F(x);
+    for (int64_t i = 0; i < n; i++) {
+        ds4rt_rope_angles(r, pos0 + i, cs, sn);
+        float *row = xp + (size_t)i * heads * dim;
+        for (uint32_t h = 0; h < heads; h++) ds4rt_rope_apply(row + (size_t)h * dim, dim, r, cs, sn, sign);
+    }
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_fp8_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x) {
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) ds4rt_fp8_roundtrip(F(x) + (size_t)r * stride, width);
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_fp4_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x) {
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) ds4rt_fp4_roundtrip(F(x) + (size_t)r * stride, width);
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_hadamard(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x) {
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) ds4rt_hadamard(F(x) + (size_t)r * width, width);
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_capture(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 X, ds4rt_df32 dst,
+                         uint64_t dst_stride) {
+    (void)ctx;
+    const uint32_t N = hp->hc, D = hp->n_embd;
+    for (int64_t t = 0; t < n; t++) {
+        float *row = F(dst) + (size_t)t * dst_stride;
+        const float *Xt = F(X) + (size_t)t * hp->hc_dim;
+        for (uint32_t d = 0; d < D; d++) {
+            float acc = 0.0f;
+            for (uint32_t h = 0; h < N; h++) acc += Xt[(size_t)h * D + d];
+            row[d] = acc / (float)N;
+        }
+    }
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_argmax(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_di32 ids) {
+    (void)ctx;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *v = F(x) + (size_t)r * width;
+        int32_t best = 0;
+        float bv = -INFINITY;
+        for (uint32_t i = 0; i < width; i++)
+            if (v[i] > bv) {
+                bv = v[i];
+                best = (int32_t)i;
+            }
+        I(ids)[r] = best;
+    }
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_add(ds4rt_bctx *ctx, int64_t count, ds4rt_df32 a, ds4rt_df32 b, ds4rt_df32 out) {
+    (void)ctx;
+    const float *ap = F(a), *bp = F(b);
+    float *op = F(out);
+    for (int64_t i = 0; i < count; i++) op[i] = ap[i] + bp[i];
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_nonfinite(ds4rt_bctx *ctx, int64_t count, ds4rt_df32 x, ds4rt_di32 out) {
+    (void)ctx;
+    const float *xp = F(x);
+    int32_t bad = 0;
+    for (int64_t i = 0; i < count; i++) bad += !isfinite(xp[i]);
+    I(out)[0] = bad;
+    return DS4RT_OK;
+}
+
+ds4rt_status cpu_dspark_confidence(ds4rt_bctx *ctx, uint32_t d, uint32_t r, ds4rt_df32 proj, ds4rt_df32 h,
+                                   ds4rt_df32 state, ds4rt_df32 out) {
+    (void)ctx;
+    const float *p = F(proj), *hp = F(h), *sp = F(state);
+    double acc = 0.0;
+    for (uint32_t i = 0; i < d; i++) acc += (double)p[i] * hp[i];
+    for (uint32_t i = 0; i < r; i++) acc += (double)p[d + i] * sp[i];
+    F(out)[0] = (float)(1.0 / (1.0 + exp(-acc)));
+    return DS4RT_OK;
+}
