@@ -5,8 +5,8 @@ never working notes that are not in the repository. Three checks over every trac
 
 * no file names one of those notes or a path outside the repository (`tests/abi/` is exempt:
   its header is frozen as released);
-* every `docs/X.md` cited exists;
-* every section cited as `docs/X.md "Section"` is a heading (or a labelled paragraph) of that
+* every `docs/<page>.md` cited exists;
+* every section cited as `docs/<page>.md "Section"` is a heading (or a labelled paragraph) of that
   page, and a bare section number (a section sign and digits) appears only for docs/QUANTS.md,
   the one page with numbered sections.
 """
