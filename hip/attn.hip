@@ -22,6 +22,18 @@
 #pragma clang fp contract(off)
 #endif
 
+#if defined(DS4RT_HIP_CPU)
+/* HIP-CPU marks kernels and device functions `simd` (vector clones, an optimisation of the
+ * emulation), which GCC refuses for struct arguments; plain functions run the same code. */
+#undef __global__
+#define __global__ __attribute__((flatten))
+#undef __device__
+#define __device__
+#define UNROLL
+#else
+#define UNROLL _Pragma("unroll")
+#endif
+
 /* ---- arithmetic rounded one operation at a time --------------------------------------------- */
 
 #if defined(__CUDACC__)
@@ -312,6 +324,7 @@ __global__ void kv_store_kernel(const void *pass, int64_t n, uint32_t dim, const
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= n * dim) return;
     const int64_t i = e / dim, j = e % dim;
+    if (i + cap < n) return; /* a later row of the pass takes this slot (the CPU's last write wins) */
     const int64_t slot = (pass_pos0(pass) + i) % cap;
     ring[(size_t)slot * dim + j] = src[e];
 }
@@ -843,7 +856,7 @@ __global__ void attn_partial_kernel(attn_args a) {
         sl[tid] = 0.0f;
     }
     float acc[ATT_OPT];
-#pragma unroll
+UNROLL
     for (int j = 0; j < ATT_OPT; j++) acc[j] = 0.0f;
     const uint32_t parts = blockDim.x / ATT_PAIRS;
     const uint32_t pair = tid % ATT_PAIRS, part_id = tid / ATT_PAIRS;
@@ -900,7 +913,7 @@ __global__ void attn_partial_kernel(attn_args a) {
                     sk[(e / wdt) * (ATT_DSL + 1) + e % wdt] = skey[e / wdt][sl0 + e % wdt];
                 __syncthreads();
             }
-#pragma unroll
+UNROLL
             for (int j = 0; j < ATT_OPT; j++) {
                 const uint32_t e = tid + (uint32_t)j * blockDim.x;
                 if (e >= hc * d) break;
@@ -917,7 +930,7 @@ __global__ void attn_partial_kernel(attn_args a) {
         part[h * head_step] = sm[h];
         part[h * head_step + 1] = sl[h];
     }
-#pragma unroll
+UNROLL
     for (int j = 0; j < ATT_OPT; j++) {
         const uint32_t e = tid + (uint32_t)j * blockDim.x;
         if (e >= hc * d) break;
