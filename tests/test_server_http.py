@@ -335,3 +335,55 @@ def test_shutdown_drains_in_flight_requests(pair):
     assert events[-1] == "[DONE]"
     assert events[-2]["ds4rt"]["timings"]["generated_tokens"] == 60
     assert all(s.closed for s in srv.engine.pool.sessions)
+
+
+def test_ds4_cli_serve_from_the_command_line(tmp_path):
+    """`ds4-cli serve` on the embedded pair: serves, stops on SIGINT with status 0 after
+    printing ds4's stats line of all requests (--stats)."""
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DS4_")}
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ds4rt.cli",
+            "serve",
+            "--port",
+            "0",
+            "-t",
+            "1",
+            "--ctx",
+            "256",
+            "--stats",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(ds4rt.data.default_target()),
+    )
+    try:
+        port = None
+        seen = []
+        for line in p.stderr:
+            seen.append(line)
+            if "Uvicorn running on http://127.0.0.1:" in line:
+                port = int(line.split("127.0.0.1:")[1].split()[0])
+                break
+        assert port, "".join(seen)
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            timeout=TIMEOUT,
+            json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 6},
+        )
+        assert r.status_code == 200 and r.json()["ds4rt"]["dspark"] is True
+        p.send_signal(signal.SIGINT)
+        rest = p.stderr.read()
+        assert p.wait(timeout=TIMEOUT) == 0, rest
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    stats = [line for line in rest.splitlines() if "DSpark stats (all requests)" in line]
+    assert len(stats) == 1 and " tokens=6 " in stats[0], rest

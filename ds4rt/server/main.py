@@ -42,6 +42,8 @@ def stats_text(spec_total: dict[str, object]) -> str:
             v = ",".join(f"{i}:{x}" for i, x in enumerate(v) if x) or "-"
         elif isinstance(v, float):
             v = f"{v:.3f}"
+        if k == "propose":  # ds4's line marks where its timers (milliseconds) begin
+            parts.append("time_ms")
         parts.append(f"{k}={v}")
     return "ds4rt-server: DSpark stats (all requests) " + " ".join(parts)
 
@@ -67,7 +69,7 @@ def serve(args: argparse.Namespace) -> int:
         print(
             f"ds4rt-server: {model.path} as {', '.join(engine.names)}; {config.sessions} "
             f"session(s) of {engine.n_ctx} tokens, queue {config.queue}, DSpark "
-            f"{'on' if loaded.dspark is not None else 'off'}; http://{config.host}:{config.port}",
+            f"{'on' if loaded.dspark is not None else 'off'}",
             file=sys.stderr,
         )
         uvicorn.run(
