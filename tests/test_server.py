@@ -355,3 +355,48 @@ def fuzz_client(pair):
     eng = engine(model, dspark, n_ctx=48, defaults=GenerationOptions(max_tokens=4))
     with TestClient(create_app(eng)) as c:
         yield c
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parts=st.lists(
+        st.sampled_from(["</", "think", ">", "</think>", "a", "<", "/t", "hink>", "é"]), max_size=12
+    ),
+    data=st.data(),
+)
+def test_reasoning_split_does_not_depend_on_the_pieces(parts, data):
+    from ds4rt.server.reasoning import END_OF_THINKING, ReasoningSplitter
+
+    text = "".join(parts)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=6)))
+    pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    split = ReasoningSplitter(True)
+    reasoning, content = "", ""
+    for p in pieces:
+        r, c = split.feed(p)
+        reasoning += r
+        content += c
+    reasoning += split.finish()
+    i = text.find(END_OF_THINKING)
+    if i < 0:
+        assert (reasoning, content) == (text, "")
+    else:
+        assert (reasoning, content) == (text[:i], text[i + len(END_OF_THINKING) :])
+
+
+def test_chat_with_thinking(pair, client):
+    model, dspark = pair
+    msgs = [{"role": "user", "content": PROMPT}]
+    body = {"messages": msgs, "max_tokens": 24, "reasoning_effort": "high", "ignore_eos": True}
+    doc = client.post("/v1/chat/completions", json=body).json()
+    ids = model.encode_chat(msgs, think="high")
+    assert doc["usage"]["prompt_tokens"] == len(ids)
+    want = alone(model, dspark, ids, max_tokens=24, stop_at_eos=False).text
+    msg = doc["choices"][0]["message"]
+    head, mark, tail = want.partition("</think>")
+    assert (msg["reasoning_content"], msg["content"]) == (head, tail)
+    with client.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as r:
+        events = sse_events(r.iter_lines())
+    deltas = [e["choices"][0]["delta"] for e in events[:-1] if e["choices"]]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == head
+    assert "".join(d.get("content") or "" for d in deltas) == tail

@@ -32,6 +32,7 @@ from .engine import FINISH_REASONS, Job, ServerEngine
 from .errors import APIError, from_validation, parse_body
 from .metrics import CONTENT_TYPE
 from .pool import QueueFull, ShuttingDown
+from .reasoning import ReasoningSplitter
 from .runner import Done, Failed, Generation
 from .schemas import (
     AssistantMessage,
@@ -197,9 +198,13 @@ class _Handlers:
         first: float | None = None
         recorded = False
 
-        def chunk(text: str | None, finish: str | None = None, **extra: Any) -> str:
+        split = ReasoningSplitter(job.think != "none")
+
+        def chunk(
+            text: str | None, finish: str | None = None, reasoning: str | None = None, **extra: Any
+        ) -> str:
             if job.kind == "chat":
-                delta = ChatDelta(content=text) if text is not None else ChatDelta()
+                delta = ChatDelta(content=text, reasoning_content=reasoning)
                 if extra.pop("role", False):
                     delta.role = "assistant"
                 return _sse(
@@ -232,6 +237,8 @@ class _Handlers:
                     recorded = True
                     if gen.cancelled:
                         return
+                    if held := split.finish():
+                        yield chunk(None, reasoning=held)
                     yield chunk(None, reason, ds4rt=self.engine.extension(job, r))
                     if job.include_usage:
                         usage = _usage(job, r)
@@ -272,7 +279,13 @@ class _Handlers:
                 if first is None and ev.ids:
                     first = time.perf_counter()
                 self.engine.metrics.generation_rate.add(len(ev.ids))
-                if ev.text:
+                if ev.text and job.kind == "chat":
+                    reasoning, content = split.feed(ev.text)
+                    if reasoning:
+                        yield chunk(None, reasoning=reasoning)
+                    if content:
+                        yield chunk(content)
+                elif ev.text:
                     yield chunk(ev.text)
         finally:
             watcher.cancel()
@@ -299,9 +312,14 @@ class _Handlers:
         }
         body: BaseModel
         if job.kind == "chat":
+            split = ReasoningSplitter(job.think != "none")
+            reasoning, content = split.feed(text)
+            reasoning += split.finish()
+            message = AssistantMessage(
+                content=content, reasoning_content=reasoning if job.think != "none" else None
+            )
             body = ChatCompletion(
-                choices=[ChatChoice(message=AssistantMessage(content=text), finish_reason=reason)],
-                **common,
+                choices=[ChatChoice(message=message, finish_reason=reason)], **common
             )
         else:
             body = Completion(choices=[CompletionChoice(text=text, finish_reason=reason)], **common)
