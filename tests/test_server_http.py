@@ -338,25 +338,16 @@ def test_shutdown_drains_in_flight_requests(pair):
 
 
 def test_ds4_cli_serve_from_the_command_line(tmp_path):
-    """`ds4-cli serve` on the embedded pair: serves, stops on SIGINT with status 0 after
-    printing ds4's stats line of all requests (--stats)."""
+    """`ds4-cli serve` with the seed's ds4-server options (`--mtp SUPPORT --dspark --ctx
+    200000`) on the embedded pair: serves, stops on SIGINT with status 0 after printing the
+    stats line of all requests (ds4's DS4_DSPARK_STATS=1)."""
     import signal
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("DS4_")}
+    env["DS4_DSPARK_STATS"] = "1"
+    serve = ["serve", "--mtp", ds4rt.data.default_support(), "--dspark", "--ctx", "200000"]
     p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ds4rt.cli",
-            "serve",
-            "--port",
-            "0",
-            "-t",
-            "1",
-            "--ctx",
-            "256",
-            "--stats",
-        ],
+        [sys.executable, "-m", "ds4rt.cli", *serve, "--port", "0", "-t", "1"],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

@@ -59,6 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_arguments(p)
     add_sampling_arguments(p, n_default=-1)
     add_dspark_arguments(p)
+    p.add_argument(
+        "--mtp",
+        dest="support",
+        metavar="SUPPORT",
+        help="ds4-server's name for --support (the DSpark support GGUF)",
+    )
     g = p.add_argument_group("server")
     g.add_argument("--host", default=DEFAULT_HOST, help=f"address (default {DEFAULT_HOST})")
     g.add_argument(
