@@ -13,9 +13,9 @@
  *
  * Layout of the work (docs/GPU.md, "Matrix products"):
  *   - quantised types: a block of 64 threads takes 8 weight rows; thread (row, c) is lane c of
- *     its row and walks the row's blocks c, c+8, c+16, ... in order. Each step stages 8
- *     consecutive weight blocks of every row in shared memory with 16-byte loads (when the rows
- *     are 16-byte aligned), then each lane decodes its block once per token.
+ *     its row and walks the row's blocks c, c+8, c+16, ... in order. Each step stages 8 x PER
+ *     consecutive weight blocks of every row (1-1.7 KB) in shared memory with 16-byte loads
+ *     (when the rows are 16-byte aligned), then each lane decodes its PER blocks once per token.
  *   - float types: a block takes 8 rows x 4 threads per row (each holding 8 of the 32 lanes,
  *     16-byte weight loads) x up to 4 groups of 8 tokens that read the same weight bytes.
  *   - expert stacks: one grid row per slot; the expert id is read on the device.
@@ -551,7 +551,12 @@ template <int TYPE, bool ALIGNED, bool EXPERTS>
 __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : TYPE == T_MXFP4 ? 17 : TYPE == T_Q2_K ? 84
                        : TYPE == T_Q4_K ? 144 : TYPE == T_Q5_K ? 176 : TYPE == T_Q6_K ? 210 : 66;
-    constexpr int SPAN = ((QLANES * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
+    /* lane rounds per staging step: about 1-1.7 KB of every row per step, so that a block keeps
+     * ~10 KB of loads in flight between two barriers */
+    constexpr int PER = TYPE == T_Q8_0 ? 4 : TYPE == T_Q4_0 || TYPE == T_MXFP4 ? 8
+                        : TYPE == T_Q2_K || TYPE == T_IQ2_XXS ? 2 : 1;
+    constexpr int STEP = QLANES * PER; /* weight blocks per row per step */
+    constexpr int SPAN = ((STEP * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
     __shared__ uint4 wbuf4[QROWS][SPAN / 16]; /* uint4: 16-byte aligned */
     uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
     __shared__ float acc[QROWS * QLANES][QTOK];
@@ -582,8 +587,8 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
     for (int t = 0; t < nt; t++) acc[tid][t] = 0.0f;
     const int nrows = a.rows - row0 < QROWS ? (int)(a.rows - row0) : QROWS;
 
-    for (int64_t b0 = 0; b0 < a.nb; b0 += QLANES) {
-        const int nblk = a.nb - b0 < QLANES ? (int)(a.nb - b0) : QLANES;
+    for (int64_t b0 = 0; b0 < a.nb; b0 += STEP) {
+        const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
         const uint64_t off = (uint64_t)b0 * BB, len = (uint64_t)nblk * BB;
         int shift = 0;
         if (ALIGNED) { /* rows are 16-aligned: load the covering 16-byte words */
@@ -601,12 +606,14 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
             }
         }
         __syncthreads();
-        if (r < nrows && c < nblk) {
-            const uint8_t *blk = &wbuf[r][shift + c * BB];
-            for (int t = 0; t < nt; t++)
-                acc[tid][t] = fadd(acc[tid][t], block_term<TYPE>(blk, a.act + (size_t)(t0 + t) * a.stride, a.d_off,
-                                                                 a.s_off, b0 + c));
-        }
+        /* lane c: blocks b0 + c, b0 + c + 8, ... of the step, in increasing order */
+        if (r < nrows)
+            for (int p = c; p < nblk; p += QLANES) {
+                const uint8_t *blk = &wbuf[r][shift + p * BB];
+                for (int t = 0; t < nt; t++)
+                    acc[tid][t] = fadd(acc[tid][t], block_term<TYPE>(blk, a.act + (size_t)(t0 + t) * a.stride,
+                                                                     a.d_off, a.s_off, b0 + p));
+            }
         __syncthreads();
     }
     /* y = the fixed reduction of the row's 8 lanes; lane thread c writes tokens c, c+8, ... */

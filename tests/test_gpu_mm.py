@@ -76,7 +76,6 @@ def test_refusals_and_supported_types(test_mm):
         assert any(line.startswith("ok") and what in line for line in lines), (what, r.stdout)
 
 
-@pytest.mark.skipif(GPU_KIND != "hipcpu", reason="the benchmark's numbers mean something on a GPU only")
 def test_bench_mm_emits_json(c_programs):
     """The benchmark runs and its JSON has the fields the device run reads (speed is measured on
     the H200 by tools/gpu_device_run.sh, never by a test)."""
@@ -85,7 +84,8 @@ def test_bench_mm_emits_json(c_programs):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     ops = {(x["op"], x["type"]) for x in doc["results"]}
-    assert ("matmul", "F16") in ops and ("experts", "IQ2_XXS") in ops and ("matmul+convert", "Q8_0") in ops
+    for want in (("matmul", "F16"), ("experts", "IQ2_XXS"), ("matmul+convert", "Q8_0")):
+        assert want in ops, (want, ops)
     for x in doc["results"]:
         assert x["us"] > 0 and x["floor_us"] > 0 and x["gbps"] > 0
 

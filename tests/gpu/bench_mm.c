@@ -199,8 +199,8 @@ int main(int argc, char **argv) {
                     }
                     const double bytes = (double)mbytes * (double)distinct;
                     printf("%s    {\"op\": \"%s\", \"type\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"n\": %d, "
-                           "\"slots\": %lld, \"matrices_read\": %llu, \"us\": %.3f, \"gbps\": %.1f, \"floor_us\": %.3f, "
-                           "\"of_floor\": %.3f}",
+                           "\"slots\": %lld, \"matrices_read\": %llu, \"us\": %.3f, \"gbps\": %.4g, \"floor_us\": %.3f, "
+                           "\"of_floor\": %.4g}",
                            first ? "" : ",\n", kind ? "experts" : with_conv ? "matmul+convert" : "matmul",
                            tc->name, (long long)R, (long long)C, n, (long long)slots, (unsigned long long)distinct, us,
                            bytes / (us * 1e3), bytes / (copy_gbps * 1e3),

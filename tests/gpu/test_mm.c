@@ -311,7 +311,7 @@ int main(int argc, char **argv) {
                                                      tc->type == DS4RT_TYPE_MXFP4) ? 32 : 256;
         /* shapes: rows not multiples of the tiles; cols: one block, odd block counts, one that
          * spans several staging steps; float types also a count that is no lane period */
-        const int64_t shapes[][2] = {{13, k == 1 ? 7 : k}, {37, k == 1 ? 96 : 3 * k}, {9, k == 1 ? 352 : k == 32 ? 544 : 2304}};
+        const int64_t shapes[][2] = {{13, k == 1 ? 7 : k}, {37, k == 1 ? 96 : 3 * k}, {9, k == 1 ? 352 : k == 32 ? 2080 : 4352}};
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int mis = 0; mis < 2; mis++) {
                 if (quick && mis && s != 1) continue;
