@@ -16,8 +16,9 @@
  *     its row and walks the row's blocks c, c+8, c+16, ... in order. Each step stages 8 x PER
  *     consecutive weight blocks of every row (1-1.7 KB) in shared memory with 16-byte loads
  *     (when the rows are 16-byte aligned), then each lane decodes its PER blocks once per token.
- *   - float types: a block takes 8 rows x 4 threads per row (each holding 8 of the 32 lanes,
- *     16-byte weight loads) x up to 4 groups of 8 tokens that read the same weight bytes.
+ *   - float types: a block takes 16 rows; a thread holds 4 of the 32 lanes of 4 rows for a
+ *     group of up to 8 tokens (8- or 16-byte loads); up to 4 token groups per block read the
+ *     same weight bytes at the same time.
  *   - expert stacks: one grid row per slot; the expert id is read on the device.
  */
 #include <math.h>
@@ -625,24 +626,26 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
         }
 }
 
-/* ---------------- float products ---------------- */
+/* ---------------- float products ----------------
+ * Thread (q, rg, g) holds lanes 4q..4q+3 of FRT rows for the TT tokens of token group g: each
+ * activation load serves FRT rows and each weight load TT tokens, which keeps the L1 traffic of
+ * activations (not the FMA rate) from bounding batches of 2..17 rows. */
 
-#define FROWS 8   /* rows per thread block */
-#define FOCT 4    /* threads per row, each holding 8 of the 32 lanes */
-#define FTOK 8    /* tokens per token group */
+#define FQ 8      /* threads per row, each holding 4 of the 32 lanes */
+#define FRT 4     /* rows per thread */
+#define FRG 4     /* row groups per thread block */
+#define FROWS (FRT * FRG)
 #define FGROUPS 4 /* token groups per thread block */
 
 template <int TYPE>
-__device__ __forceinline__ void load8(const uint8_t *wr, int64_t e, float *v) {
+__device__ __forceinline__ void load4(const uint8_t *wr, int64_t e, float *v) {
     if (TYPE == T_F32) {
         const float4 p = *(const float4 *)(const void *)(wr + 4 * e);
-        const float4 q = *(const float4 *)(const void *)(wr + 4 * e + 16);
-        v[0] = p.x; v[1] = p.y; v[2] = p.z; v[3] = p.w;
-        v[4] = q.x; v[5] = q.y; v[6] = q.z; v[7] = q.w;
+        v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w;
     } else {
-        const uint4 p = *(const uint4 *)(const void *)(wr + 2 * e);
-        const uint32_t u[4] = {p.x, p.y, p.z, p.w};
-        for (int k = 0; k < 4; k++) {
+        const uint2 p = *(const uint2 *)(const void *)(wr + 2 * e);
+        const uint32_t u[2] = {p.x, p.y};
+        for (int k = 0; k < 2; k++) {
             v[2 * k] = TYPE == T_F16 ? h2f(u[k] & 0xffffu) : bf2f(u[k] & 0xffffu);
             v[2 * k + 1] = TYPE == T_F16 ? h2f(u[k] >> 16) : bf2f(u[k] >> 16);
         }
@@ -665,11 +668,17 @@ __device__ __forceinline__ float mac(float acc, float w, float x) {
     return TYPE == T_F16 ? ffma(w, x, acc) : fadd(acc, fmul(w, x));
 }
 
-template <int TYPE, bool VEC, bool EXPERTS>
-__global__ void __launch_bounds__(FROWS * FOCT * FGROUPS) mm_f_kernel(mm_args a, int64_t cols) {
-    __shared__ float part[FGROUPS][FTOK][FROWS][33]; /* lanes of each (token, row); 33 against conflicts */
-    const int q = threadIdx.x % FOCT, r = threadIdx.x / FOCT, g = threadIdx.y;
-    const int64_t row = (int64_t)blockIdx.x * FROWS + r;
+/* Tokens of token group g of a grid row, and its first token (dense products). */
+__device__ __forceinline__ int64_t group_tokens(int64_t n, int64_t t0, int tt) {
+    const int64_t nt = n - t0 < tt ? n - t0 : tt;
+    return nt < 0 ? 0 : nt;
+}
+
+template <int TYPE, int TT, bool VEC, bool EXPERTS>
+__global__ void __launch_bounds__(FQ * FRG * FGROUPS) mm_f_kernel(mm_args a, int64_t cols) {
+    __shared__ float part[TT][FROWS][33]; /* the 32 lanes of each (token, row); 33 against bank conflicts */
+    const int q = threadIdx.x % FQ, rg = threadIdx.x / FQ, g = threadIdx.y;
+    const int64_t rowb = (int64_t)blockIdx.x * FROWS, row0 = rowb + rg * FRT;
     int64_t t0, nt, y_row;
     const uint8_t *w = a.w;
     bool bad = false;
@@ -679,66 +688,82 @@ __global__ void __launch_bounds__(FROWS * FOCT * FGROUPS) mm_f_kernel(mm_args a,
         bad = e < 0 || (uint32_t)e >= a.n_experts;
         w += bad ? 0 : (uint64_t)e * a.expert_stride;
         t0 = j / a.x_div;
-        nt = g == 0 ? 1 : 0;
+        nt = 1;
         y_row = j;
     } else {
-        t0 = (int64_t)blockIdx.y * (FTOK * FGROUPS) + (int64_t)g * FTOK;
-        nt = a.n - t0 < FTOK ? a.n - t0 : FTOK;
-        if (nt < 0) nt = 0;
+        t0 = (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)g * TT;
+        nt = group_tokens(a.n, t0, TT);
         y_row = t0;
     }
-    float acc[FTOK][8];
-UNROLL
-    for (int t = 0; t < FTOK; t++)
-UNROLL
-        for (int k = 0; k < 8; k++) acc[t][k] = 0.0f;
-    if (row < a.rows && nt > 0 && !bad) {
-        const uint8_t *wr = w + (uint64_t)row * a.row_bytes;
-        for (int64_t e0 = 8 * q; e0 < cols; e0 += 32) {
-            float wv[8];
-            if (VEC) {
-                load8<TYPE>(wr, e0, wv);
-            } else {
-UNROLL
-                for (int k = 0; k < 8; k++) wv[k] = e0 + k < cols ? load1<TYPE>(wr, e0 + k) : 0.0f;
+    float acc[FRT][TT][4];
+    UNROLL
+    for (int i = 0; i < FRT; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++)
+            UNROLL
+            for (int k = 0; k < 4; k++) acc[i][t][k] = 0.0f;
+    if (nt > 0 && !bad) {
+        const uint8_t *wr[FRT];
+        UNROLL
+        for (int i = 0; i < FRT; i++) /* rows past the end read the last row; nothing is stored */
+            wr[i] = w + (uint64_t)(row0 + i < a.rows ? row0 + i : a.rows - 1) * a.row_bytes;
+        for (int64_t e0 = 4 * q; e0 < cols; e0 += 32) {
+            float wv[FRT][4];
+            UNROLL
+            for (int i = 0; i < FRT; i++) {
+                if (VEC) {
+                    load4<TYPE>(wr[i], e0, wv[i]);
+                } else {
+                    UNROLL
+                    for (int k = 0; k < 4; k++) wv[i][k] = e0 + k < cols ? load1<TYPE>(wr[i], e0 + k) : 0.0f;
+                }
             }
-UNROLL
-            for (int t = 0; t < FTOK; t++) {
+            UNROLL
+            for (int t = 0; t < TT; t++) {
                 if (t < nt) {
                     const float *xr = (const float *)(const void *)(a.act + (size_t)(t0 + t) * a.stride) + e0;
+                    float xv[4];
                     if (VEC) {
-                        const float4 x0 = *(const float4 *)(const void *)xr, x1 = *(const float4 *)(const void *)(xr + 4);
-                        acc[t][0] = mac<TYPE>(acc[t][0], wv[0], x0.x);
-                        acc[t][1] = mac<TYPE>(acc[t][1], wv[1], x0.y);
-                        acc[t][2] = mac<TYPE>(acc[t][2], wv[2], x0.z);
-                        acc[t][3] = mac<TYPE>(acc[t][3], wv[3], x0.w);
-                        acc[t][4] = mac<TYPE>(acc[t][4], wv[4], x1.x);
-                        acc[t][5] = mac<TYPE>(acc[t][5], wv[5], x1.y);
-                        acc[t][6] = mac<TYPE>(acc[t][6], wv[6], x1.z);
-                        acc[t][7] = mac<TYPE>(acc[t][7], wv[7], x1.w);
+                        const float4 x4 = *(const float4 *)(const void *)xr;
+                        xv[0] = x4.x, xv[1] = x4.y, xv[2] = x4.z, xv[3] = x4.w;
                     } else {
-UNROLL
-                        for (int k = 0; k < 8; k++)
-                            if (e0 + k < cols) acc[t][k] = mac<TYPE>(acc[t][k], wv[k], xr[k]);
+                        UNROLL
+                        for (int k = 0; k < 4; k++) xv[k] = e0 + k < cols ? xr[k] : 0.0f;
                     }
+                    UNROLL
+                    for (int i = 0; i < FRT; i++)
+                        UNROLL
+                        for (int k = 0; k < 4; k++)
+                            if (VEC || e0 + k < cols) acc[i][t][k] = mac<TYPE>(acc[i][t][k], wv[i][k], xv[k]);
                 }
             }
         }
     }
-UNROLL
-    for (int t = 0; t < FTOK; t++)
-UNROLL
-        for (int k = 0; k < 8; k++) part[g][t][r][8 * q + k] = acc[t][k];
-    __syncthreads();
-    /* reduce32 (blocks.h): v[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]), then reduce8(v);
-     * thread q of a row writes tokens q, q+4 of its group. */
-    if (row < a.rows)
-        for (int t = q; t < nt; t += FOCT) {
-            const float *l = part[g][t][r];
+    /* one token group at a time: its lanes through shared memory, then reduce32 (blocks.h):
+     * v[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]), y = reduce8(v) */
+    const int nthreads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    for (int gr = 0; gr < (int)blockDim.y; gr++) {
+        if (g == gr)
+            UNROLL
+            for (int i = 0; i < FRT; i++)
+                UNROLL
+                for (int t = 0; t < TT; t++)
+                    UNROLL
+                    for (int k = 0; k < 4; k++) part[t][rg * FRT + i][4 * q + k] = acc[i][t][k];
+        __syncthreads();
+        const int64_t tg = EXPERTS ? t0 : (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)gr * TT;
+        const int64_t ng = EXPERTS ? 1 : group_tokens(a.n, tg, TT), yg = EXPERTS ? y_row : tg;
+        for (int j = tid; j < TT * FROWS; j += nthreads) {
+            const int t = j / FROWS, lr = j % FROWS;
+            const int64_t row = rowb + lr;
+            if (t >= ng || row >= a.rows) continue;
+            const float *l = part[t][lr];
             float v[8];
             for (int k = 0; k < 8; k++) v[k] = fadd(fadd(l[k], l[k + 8]), fadd(l[k + 16], l[k + 24]));
-            a.y[(y_row + t) * a.rows + row] = bad ? bits_f32(0x7fc00000u) : reduce8(v);
+            a.y[(yg + t) * a.rows + row] = bad ? bits_f32(0x7fc00000u) : reduce8(v);
         }
+        __syncthreads();
+    }
 }
 
 /* ---------------- row gathers (dequant.c, operation for operation) ---------------- */
@@ -931,16 +956,29 @@ static mm_kernel_fn pick_q(uint32_t type, bool aligned) {
 #undef PICK
 }
 
+template <int TYPE, bool EXPERTS>
+static mmf_kernel_fn pick_f_tt(int tt, bool vec) {
+    if constexpr (EXPERTS) { /* one token per slot */
+        (void)tt;
+        return vec ? mm_f_kernel<TYPE, 1, true, true> : mm_f_kernel<TYPE, 1, false, true>;
+    } else {
+        switch (tt) {
+        case 1: return vec ? mm_f_kernel<TYPE, 1, true, false> : mm_f_kernel<TYPE, 1, false, false>;
+        case 2: return vec ? mm_f_kernel<TYPE, 2, true, false> : mm_f_kernel<TYPE, 2, false, false>;
+        case 4: return vec ? mm_f_kernel<TYPE, 4, true, false> : mm_f_kernel<TYPE, 4, false, false>;
+        default: return vec ? mm_f_kernel<TYPE, 8, true, false> : mm_f_kernel<TYPE, 8, false, false>;
+        }
+    }
+}
+
 template <bool EXPERTS>
-static mmf_kernel_fn pick_f(uint32_t type, bool vec) {
-#define PICK(T) return vec ? mm_f_kernel<T, true, EXPERTS> : mm_f_kernel<T, false, EXPERTS>
+static mmf_kernel_fn pick_f(uint32_t type, int tt, bool vec) {
     switch (type) {
-    case T_F32: PICK(T_F32);
-    case T_F16: PICK(T_F16);
-    case T_BF16: PICK(T_BF16);
+    case T_F32: return pick_f_tt<T_F32, EXPERTS>(tt, vec);
+    case T_F16: return pick_f_tt<T_F16, EXPERTS>(tt, vec);
+    case T_BF16: return pick_f_tt<T_BF16, EXPERTS>(tt, vec);
     default: return NULL;
     }
-#undef PICK
 }
 
 /* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
@@ -964,16 +1002,19 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         mm_kernel_fn k = pick_q<EXPERTS>(w->type, aligned);
         hipLaunchKernelGGL(k, grid, dim3(QROWS * QLANES), 0, s, a);
     } else {
-        /* 16-byte loads need aligned rows and whole 32-element lane periods */
+        /* vector loads need aligned rows and whole 32-element lane periods */
         const bool vec = aligned && w->cols % 32 == 0;
-        const int64_t per = FTOK * FGROUPS;
+        /* tokens per group: the smallest power of two >= n, at most 8 (experts: 1) */
+        const int64_t nn = EXPERTS ? 1 : n_grid_rows;
+        const int tt = nn >= 5 ? 8 : nn >= 3 ? 4 : nn == 2 ? 2 : 1;
+        const int64_t per = (int64_t)tt * FGROUPS;
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + per - 1) / per;
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
-        /* dense: as many token groups as the tokens need (threads of one block share weight loads) */
-        const int64_t groups = EXPERTS ? 1 : ((n_grid_rows < per ? n_grid_rows : per) + FTOK - 1) / FTOK;
+        /* as many token groups as the tokens need (the groups of a block share weight loads) */
+        const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
         const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy);
-        mmf_kernel_fn k = pick_f<EXPERTS>(w->type, vec);
-        hipLaunchKernelGGL(k, grid, dim3(FROWS * FOCT, (unsigned)groups), 0, s, a, w->cols);
+        mmf_kernel_fn k = pick_f<EXPERTS>(w->type, tt, vec);
+        hipLaunchKernelGGL(k, grid, dim3(FQ * FRG, (unsigned)groups), 0, s, a, w->cols);
     }
     return ds4rt_gk_check(hipGetLastError(), what);
 }
