@@ -34,11 +34,12 @@
 #define __global__
 #endif
 
-/* The format tables of the CPU (generated from gguf-py), placed in constant memory: inside this
- * include every `static` array definition becomes `static __constant__` (on HIP-CPU, device code
- * is host code and reads them as they are). */
+/* The format tables of the CPU (generated from gguf-py), placed in device global memory: inside
+ * this include every `static` array definition becomes `static __device__` (on HIP-CPU, device
+ * code is host code and reads them as they are). Not __constant__: the lanes of a warp index
+ * them with different values, which constant memory serialises; global loads go through L1. */
 #if !defined(DS4RT_HIP_CPU)
-#define static static __constant__
+#define static static __device__
 #endif
 #include "../src/quant/quant_tables.h"
 #if !defined(DS4RT_HIP_CPU)
@@ -373,36 +374,8 @@ __device__ __forceinline__ int xw(const int8_t *x, int k) { return *(const int *
 __device__ __forceinline__ uint32_t spread4(uint32_t bits) { return ((bits & 15u) * 0x00204081u) & 0x01010101u; }
 
 /* ---------------- per-block terms (kernels_scalar.c, in the same f32 operations) ----------------
- * blk: the weight block (in shared memory, 2-byte aligned except MXFP4); x: the activation
- * row's quants of this block; xd: its scale; bs: its int16 group sums (Q8_K) / xsum: the int32
- * sum of its 32 quants (Q8_0). */
-
-__device__ __forceinline__ float term_q8_0(const uint8_t *blk, const int8_t *x, float xd) {
-    int I = 0;
-UNROLL
-    for (int k = 0; k < 8; k++) I += dot4((int)rd32h(blk + 2 + 4 * k), xw(x, k));
-    return fmul(fmul(h2f(rd16(blk)), xd), (float)I);
-}
-
-__device__ __forceinline__ float term_q4_0(const uint8_t *blk, const int8_t *x, float xd, int xsum) {
-    int I = 0; /* sum (q - 8) x = sum q x - 8 sum x */
-UNROLL
-    for (int k = 0; k < 4; k++) {
-        const uint32_t q = rd32h(blk + 2 + 4 * k);
-        I += dot4((int)(q & 0x0f0f0f0fu), xw(x, k)) + dot4((int)((q >> 4) & 0x0f0f0f0fu), xw(x, 4 + k));
-    }
-    I -= 8 * xsum;
-    return fmul(fmul(h2f(rd16(blk)), xd), (float)I);
-}
-
-__device__ __forceinline__ float term_mxfp4(const uint8_t *blk, const int8_t *x, float xd) {
-    int I = 0;
-    for (int i = 0; i < 16; i++) {
-        const uint32_t q = blk[1 + i];
-        I += ds4rt_mxfp4_values[q & 15] * x[i] + ds4rt_mxfp4_values[q >> 4] * x[i + 16];
-    }
-    return fmul(fmul(e8m0_half(blk[0]), xd), (float)I);
-}
+ * 256-element blocks. blk: the weight block (in shared memory, 2-byte aligned); x: the activation
+ * row's quants of this block; xd: its scale; bs: its int16 group sums. */
 
 /* Q2_K: scales[16] @0, qs[64] @16, d @80, dmin @82. */
 __device__ __forceinline__ float term_q2_K(const uint8_t *blk, const int8_t *x, float xd, const int16_t *bs) {
@@ -504,15 +477,51 @@ UNROLL
     return fmul(fmul(fmul(h2f(rd16(blk)), xd), (float)A), 0.125f);
 }
 
+/* 32-element blocks (Q8_0, Q4_0, MXFP4) are decoded once into signed bytes and a scale, then
+ * multiplied with each token: I = sum w x exactly as the CPU's sums, term = (d * xd) * I. */
+template <int TYPE>
+__device__ __forceinline__ float decode32(const uint8_t *blk, int *wq) {
+    if constexpr (TYPE == T_Q8_0) {
+        UNROLL
+        for (int k = 0; k < 8; k++) wq[k] = (int)rd32h(blk + 2 + 4 * k);
+        return h2f(rd16(blk));
+    } else if constexpr (TYPE == T_Q4_0) { /* bytes q - 8 from nibbles q, without borrows between bytes */
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const uint32_t q = rd32h(blk + 2 + 4 * k);
+            wq[k] = (int)((((q & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+            wq[4 + k] = (int)(((((q >> 4) & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+        }
+        return h2f(rd16(blk));
+    } else { /* MXFP4 */
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo = 0, hi = 0;
+            for (int j = 0; j < 4; j++) {
+                const uint32_t q = blk[1 + 4 * k + j];
+                lo |= (uint32_t)(uint8_t)ds4rt_mxfp4_values[q & 15] << (8 * j);
+                hi |= (uint32_t)(uint8_t)ds4rt_mxfp4_values[q >> 4] << (8 * j);
+            }
+            wq[k] = (int)lo;
+            wq[4 + k] = (int)hi;
+        }
+        return e8m0_half(blk[0]);
+    }
+}
+
+__device__ __forceinline__ float term32(const int *wq, float dw, const uint8_t *arow, size_t d_off, int64_t b) {
+    const int8_t *x = (const int8_t *)arow + b * 32;
+    const float xd = ((const float *)(const void *)(arow + d_off))[b];
+    const int4 x0 = *(const int4 *)(const void *)x, x1 = *(const int4 *)(const void *)(x + 16);
+    const int I = dot4(wq[0], x0.x) + dot4(wq[1], x0.y) + dot4(wq[2], x0.z) + dot4(wq[3], x0.w) + dot4(wq[4], x1.x) +
+                  dot4(wq[5], x1.y) + dot4(wq[6], x1.z) + dot4(wq[7], x1.w);
+    return fmul(fmul(dw, xd), (float)I);
+}
+
 template <int TYPE>
 __device__ __forceinline__ float block_term(const uint8_t *blk, const uint8_t *arow, size_t d_off, size_t s_off,
                                             int64_t b) {
-    constexpr int QK = (TYPE == T_Q8_0 || TYPE == T_Q4_0 || TYPE == T_MXFP4) ? 32 : 256;
-    const int8_t *x = (const int8_t *)arow + b * QK;
+    const int8_t *x = (const int8_t *)arow + b * 256;
     const float xd = ((const float *)(const void *)(arow + d_off))[b];
-    if (TYPE == T_Q8_0) return term_q8_0(blk, x, xd);
-    if (TYPE == T_Q4_0) return term_q4_0(blk, x, xd, ((const int32_t *)(const void *)(arow + s_off))[b]);
-    if (TYPE == T_MXFP4) return term_mxfp4(blk, x, xd);
     const int16_t *bs = (const int16_t *)(const void *)(arow + s_off) + b * 16;
     if (TYPE == T_Q2_K) return term_q2_K(blk, x, xd, bs);
     if (TYPE == T_Q4_K) return term_q45_K<false>(blk, x, xd, bs);
@@ -611,9 +620,17 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
         if (r < nrows)
             for (int p = c; p < nblk; p += QLANES) {
                 const uint8_t *blk = &wbuf[r][shift + p * BB];
-                for (int t = 0; t < nt; t++)
-                    acc[tid][t] = fadd(acc[tid][t], block_term<TYPE>(blk, a.act + (size_t)(t0 + t) * a.stride,
-                                                                     a.d_off, a.s_off, b0 + p));
+                if constexpr (TYPE == T_Q8_0 || TYPE == T_Q4_0 || TYPE == T_MXFP4) {
+                    int wq[8];
+                    const float dw = decode32<TYPE>(blk, wq);
+                    for (int t = 0; t < nt; t++)
+                        acc[tid][t] = fadd(acc[tid][t], term32(wq, dw, a.act + (size_t)(t0 + t) * a.stride, a.d_off,
+                                                               b0 + p));
+                } else {
+                    for (int t = 0; t < nt; t++)
+                        acc[tid][t] = fadd(acc[tid][t], block_term<TYPE>(blk, a.act + (size_t)(t0 + t) * a.stride,
+                                                                         a.d_off, a.s_off, b0 + p));
+                }
             }
         __syncthreads();
     }
