@@ -152,7 +152,9 @@ int main(int argc, char **argv) {
             uint64_t rb = 0;
             if (ds4rt_type_row_bytes(tc->type, C, &rb) != DS4RT_OK) continue;
             const uint64_t mbytes = rb * (uint64_t)R, stride = (mbytes + 255) & ~(uint64_t)255;
-            const uint32_t count = kind ? E : 1;
+            /* at most 4 GiB of experts (float types would need 8 GiB for 256) */
+            uint32_t count = kind ? E : 1;
+            if ((uint64_t)count * stride > ((uint64_t)4 << 30)) count = (uint32_t)(((uint64_t)4 << 30) / stride);
             void *dw = device_weights(tc, R, C, rb, count, stride);
             const int64_t xrows = kind ? (int64_t)nmax * k : nmax;
             float *hx = malloc(sizeof(float) * (size_t)(xrows * C));
