@@ -823,14 +823,23 @@ __device__ const float *key_row(const attn_args &a, const key_list &kl, int64_t 
     return a.comp + (size_t)j * a.dim;
 }
 
+/* The tile's scores: 2 heads x 2 keys per thread (a quarter of the shared-memory reads of one
+ * dot per thread), each dot split over the P = blockDim / 16 threads of its micro-tile and
+ * summed in part order. */
+#define ATT_MICRO 16 /* (ATT_HG / 2) x (ATT_TK / 2) micro-tiles */
+#define ATT_KS (ATT_DSL + 4) /* key row stride: rows 2 apart fall 8 banks apart */
+/* Values, when dim = dpt * blockDim with dpt <= ATT_FDPT: thread t owns dims t + j * blockDim
+ * of every head of the group, and reads each key value once for all heads. */
+#define ATT_FDPT (ATT_OPT / ATT_HG)
+
 __global__ void attn_partial_kernel(attn_args a) {
     __shared__ float sq[ATT_QMAX + ATT_HG];
-    __shared__ float sk[ATT_TK * (ATT_DSL + 1)];
-    __shared__ float sdot[ATT_THREADS];
+    __shared__ float sk[ATT_TK * ATT_KS];
+    __shared__ float sdot[4 * ATT_THREADS];
     __shared__ float sp[ATT_PAIRS];
     __shared__ float sm[ATT_HG], sl[ATT_HG], salpha[ATT_HG];
     __shared__ const float *skey[ATT_TK];
-    const unsigned tid = threadIdx.x;
+    const unsigned tid = threadIdx.x, nt = blockDim.x;
     const int64_t i = blockIdx.z;
     const uint32_t s = blockIdx.x, d = a.dim;
     const uint32_t h0 = blockIdx.y * a.hg;
@@ -843,48 +852,63 @@ __global__ void attn_partial_kernel(attn_args a) {
     float *part = a.part + (((size_t)i * a.heads + h0) * ATT_SPLITS + s) * (d + 2);
     const size_t head_step = (size_t)ATT_SPLITS * (d + 2);
     if (k0 >= k1) { /* an empty split: the combine skips it */
-        for (uint32_t h = tid; h < hc; h += blockDim.x) {
+        for (uint32_t h = tid; h < hc; h += nt) {
             part[h * head_step] = -INFINITY;
             part[h * head_step + 1] = 0.0f;
         }
         return;
     }
     const float *q = a.q + ((size_t)i * a.heads + h0) * d;
-    for (uint32_t e = tid; e < hc * d; e += blockDim.x) sq[(e / d) * (d + 1) + e % d] = q[e];
+    for (uint32_t e = tid; e < hc * d; e += nt) sq[(e / d) * (d + 1) + e % d] = q[e];
     if (tid < ATT_HG) {
         sm[tid] = -INFINITY;
         sl[tid] = 0.0f;
     }
     float acc[ATT_OPT];
-UNROLL
+    UNROLL
     for (int j = 0; j < ATT_OPT; j++) acc[j] = 0.0f;
-    const uint32_t parts = blockDim.x / ATT_PAIRS;
-    const uint32_t pair = tid % ATT_PAIRS, part_id = tid / ATT_PAIRS;
-    const uint32_t ph = pair / ATT_TK, pt = pair % ATT_TK;
+    const uint32_t P = nt / ATT_MICRO;
+    const uint32_t part_id = tid % P, micro = tid / P;
+    const uint32_t mh = (micro / (ATT_TK / 2)) * 2, mt = (micro % (ATT_TK / 2)) * 2;
     const uint32_t nslice = (d + ATT_DSL - 1) / ATT_DSL;
+    const uint32_t dpt = d / nt;
+    const bool fast = d % nt == 0 && dpt <= ATT_FDPT && nslice == 1;
 
     for (int64_t kt = k0; kt < k1; kt += ATT_TK) {
         const uint32_t tk = k1 - kt < ATT_TK ? (uint32_t)(k1 - kt) : ATT_TK;
         __syncthreads();
         if (tid < tk) skey[tid] = key_row(a, kl, i, kt + tid);
-        /* scores of the tile: each (head, key) dot split over `parts` threads */
-        float dot = 0.0f;
+        float d00 = 0.0f, d01 = 0.0f, d10 = 0.0f, d11 = 0.0f;
         for (uint32_t sl0 = 0; sl0 < d; sl0 += ATT_DSL) {
             const uint32_t wdt = d - sl0 < ATT_DSL ? d - sl0 : ATT_DSL;
             __syncthreads();
-            for (uint32_t e = tid; e < tk * wdt; e += blockDim.x)
-                sk[(e / wdt) * (ATT_DSL + 1) + e % wdt] = skey[e / wdt][sl0 + e % wdt];
+            for (uint32_t e = tid; e < ATT_TK * wdt; e += nt) {
+                const uint32_t t = e / wdt, x = e % wdt;
+                sk[t * ATT_KS + x] = t < tk ? skey[t][sl0 + x] : 0.0f;
+            }
             __syncthreads();
-            if (part_id < parts && ph < hc && pt < tk) {
-                const float *qh = sq + (size_t)ph * (d + 1) + sl0, *kr = sk + pt * (ATT_DSL + 1);
-                for (uint32_t x = part_id; x < wdt; x += parts) dot += qh[x] * kr[x];
+            /* micro-tiles past the group's heads read head 0 (their dots are never used) */
+            const float *q0 = sq + (size_t)(mh < hc ? mh : 0) * (d + 1) + sl0;
+            const float *q1 = sq + (size_t)(mh + 1 < hc ? mh + 1 : 0) * (d + 1) + sl0;
+            const float *r0 = sk + mt * ATT_KS, *r1 = r0 + ATT_KS;
+            for (uint32_t x = part_id; x < wdt; x += P) {
+                const float a0 = q0[x], a1 = q1[x], b0 = r0[x], b1 = r1[x];
+                d00 += a0 * b0;
+                d01 += a0 * b1;
+                d10 += a1 * b0;
+                d11 += a1 * b1;
             }
         }
-        sdot[tid] = dot;
+        sdot[(micro * 4 + 0) * P + part_id] = d00;
+        sdot[(micro * 4 + 1) * P + part_id] = d01;
+        sdot[(micro * 4 + 2) * P + part_id] = d10;
+        sdot[(micro * 4 + 3) * P + part_id] = d11;
         __syncthreads();
         if (tid < ATT_PAIRS) {
+            const uint32_t h = tid / ATT_TK, t = tid % ATT_TK;
+            const uint32_t m = (h / 2) * (ATT_TK / 2) + t / 2, c = (h % 2) * 2 + t % 2;
             float sum = 0.0f;
-            for (uint32_t p = 0; p < parts; p++) sum += sdot[p * ATT_PAIRS + tid];
+            for (uint32_t p = 0; p < P; p++) sum += sdot[(m * 4 + c) * P + p];
             sp[tid] = sum * a.scale;
         }
         __syncthreads();
@@ -904,35 +928,65 @@ UNROLL
             salpha[tid] = alpha;
         }
         __syncthreads();
-        /* weighted values: the tile again (K = V), slice by slice */
+        /* weighted values: the tile again (K = V) */
+        if (fast) {
+            UNROLL
+            for (int hh = 0; hh < ATT_HG; hh++) {
+                const float al = (uint32_t)hh < hc ? salpha[hh] : 0.0f;
+                UNROLL
+                for (int jj = 0; jj < ATT_FDPT; jj++) acc[hh * ATT_FDPT + jj] *= al;
+            }
+            for (uint32_t t = 0; t < tk; t++) {
+                float kv[ATT_FDPT];
+                UNROLL
+                for (int jj = 0; jj < ATT_FDPT; jj++)
+                    kv[jj] = (uint32_t)jj < dpt ? sk[t * ATT_KS + tid + (uint32_t)jj * nt] : 0.0f;
+                UNROLL
+                for (int hh = 0; hh < ATT_HG; hh++) {
+                    const float p = (uint32_t)hh < hc ? sp[hh * ATT_TK + t] : 0.0f;
+                    UNROLL
+                    for (int jj = 0; jj < ATT_FDPT; jj++) acc[hh * ATT_FDPT + jj] += p * kv[jj];
+                }
+            }
+            continue;
+        }
         for (uint32_t sl0 = 0; sl0 < d; sl0 += ATT_DSL) {
             const uint32_t wdt = d - sl0 < ATT_DSL ? d - sl0 : ATT_DSL;
             if (nslice > 1) {
                 __syncthreads();
-                for (uint32_t e = tid; e < tk * wdt; e += blockDim.x)
-                    sk[(e / wdt) * (ATT_DSL + 1) + e % wdt] = skey[e / wdt][sl0 + e % wdt];
+                for (uint32_t e = tid; e < tk * wdt; e += nt)
+                    sk[(e / wdt) * ATT_KS + e % wdt] = skey[e / wdt][sl0 + e % wdt];
                 __syncthreads();
             }
-UNROLL
+            UNROLL
             for (int j = 0; j < ATT_OPT; j++) {
-                const uint32_t e = tid + (uint32_t)j * blockDim.x;
+                const uint32_t e = tid + (uint32_t)j * nt;
                 if (e >= hc * d) break;
                 const uint32_t h = e / d, x = e % d;
                 if (x < sl0 || x >= sl0 + wdt) continue;
                 float o = acc[j] * salpha[h];
-                for (uint32_t t = 0; t < tk; t++) o += sp[h * ATT_TK + t] * sk[t * (ATT_DSL + 1) + (x - sl0)];
+                for (uint32_t t = 0; t < tk; t++) o += sp[h * ATT_TK + t] * sk[t * ATT_KS + (x - sl0)];
                 acc[j] = o;
             }
         }
     }
     __syncthreads();
-    for (uint32_t h = tid; h < hc; h += blockDim.x) {
+    for (uint32_t h = tid; h < hc; h += nt) {
         part[h * head_step] = sm[h];
         part[h * head_step + 1] = sl[h];
     }
-UNROLL
+    if (fast) {
+        UNROLL
+        for (int hh = 0; hh < ATT_HG; hh++)
+            UNROLL
+            for (int jj = 0; jj < ATT_FDPT; jj++)
+                if ((uint32_t)hh < hc && (uint32_t)jj < dpt)
+                    part[hh * head_step + 2 + tid + (uint32_t)jj * nt] = acc[hh * ATT_FDPT + jj];
+        return;
+    }
+    UNROLL
     for (int j = 0; j < ATT_OPT; j++) {
-        const uint32_t e = tid + (uint32_t)j * blockDim.x;
+        const uint32_t e = tid + (uint32_t)j * nt;
         if (e >= hc * d) break;
         part[(e / d) * head_step + 2 + e % d] = acc[j];
     }
