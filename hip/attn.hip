@@ -586,6 +586,7 @@ extern "C" int ds4rt_gk_comp_rollback(const ds4rt_gk_comp_desc *c, const ds4rt_g
 #define IX_ROWS 16    /* indexer rows scored per block */
 #define IX_QMAX 8256  /* Hi * (d_i + 1) floats of the row's queries in shared memory */
 #define IX_HMAX 64    /* Hi */
+#define IX_RPT 8      /* rows a thread scores against one head */
 
 /* Scores of IX_ROWS visible rows for batch row blockIdx.y, each in the CPU's order: per head
  * a sequential dot, then the weighted relu terms summed over heads in head order. */
@@ -609,12 +610,22 @@ __global__ void index_score_kernel(const void *pass, uint32_t Hi, uint32_t di, u
         for (uint32_t e = threadIdx.x; e < nr * cw; e += blockDim.x)
             k[(e / cw) * 128 + e % cw] = rows[(size_t)(r0 + e / cw) * di + c0 + e % cw];
         __syncthreads();
-        for (uint32_t p = threadIdx.x; p < nr * Hi; p += blockDim.x) {
-            const uint32_t h = p % Hi, c = p / Hi;
-            float dot = c0 == 0 ? 0.0f : term[c * IX_HMAX + h];
-            const float *qh = q + (size_t)h * (di + 1) + c0, *kc = k + c * 128;
-            for (uint32_t x = 0; x < cw; x++) dot = f_add(dot, f_mul(qh[x], kc[x]));
-            term[c * IX_HMAX + h] = dot;
+        /* one thread: one head against IX_RPT rows, each dot still sequential in x (the
+         * query value is read once for the rows; the rows are broadcast across the warp) */
+        for (uint32_t m = threadIdx.x; m < Hi * (IX_ROWS / IX_RPT); m += blockDim.x) {
+            const uint32_t h = m % Hi, cb = (m / Hi) * IX_RPT;
+            if (cb >= nr) continue;
+            float dot[IX_RPT];
+            UNROLL
+            for (int r = 0; r < IX_RPT; r++) dot[r] = c0 == 0 ? 0.0f : term[(cb + r) * IX_HMAX + h];
+            const float *qh = q + (size_t)h * (di + 1) + c0, *kc = k + cb * 128;
+            for (uint32_t x = 0; x < cw; x++) {
+                const float qv = qh[x];
+                UNROLL
+                for (int r = 0; r < IX_RPT; r++) dot[r] = f_add(dot[r], f_mul(qv, kc[r * 128 + x]));
+            }
+            UNROLL
+            for (int r = 0; r < IX_RPT; r++) term[(cb + r) * IX_HMAX + h] = dot[r];
         }
     }
     __syncthreads();

@@ -768,6 +768,7 @@ int main(int argc, char **argv) {
     test_compressor(4, 128, 64, DS4RT_GK_COMP_POST_HADAMARD, 0, 40);
     test_compressor(8, 96, 32, DS4RT_GK_COMP_POST_NONE, 0, 60);
     test_indexer(4, 32, 8, 200, 6);
+    test_indexer(16, 256, 16, 300, 4); /* two slices of d_i */
     test_indexer(64, 128, 512, 1200, 2);
     test_indexer_overflow();
     test_attention();
