@@ -672,7 +672,7 @@ __device__ uint32_t block_scan(uint32_t v, uint32_t *sh, uint32_t *total) {
 
 /* Top idx_topk of row blockIdx.x by a radix select of the threshold key (8 bits a pass over
  * shared histograms), then an ordered compaction: every key above it, and the ties in index
- * order until k are taken. */
+ * order until k are taken (ds4rt_topk_indices's rule). */
 __global__ void index_topk_kernel(const void *pass, uint32_t topk, int64_t max_comp, const float *scores,
                                   int32_t *sel, int32_t *n_sel) {
     __shared__ uint32_t hist[256];
@@ -718,18 +718,23 @@ __global__ void index_topk_kernel(const void *pass, uint32_t topk, int64_t max_c
         __syncthreads();
     }
     const uint32_t thr = s_prefix, ties = s_remaining;
-    uint32_t taken = 0, ties_seen = 0;
-    for (int64_t base = 0; base < n_vis; base += blockDim.x) {
-        const int64_t r = base + threadIdx.x;
-        const uint32_t u = r < n_vis ? order_key(v[r]) : 0u;
-        const uint32_t tie = r < n_vis && u == thr;
-        uint32_t n_ties, n_take;
-        const uint32_t tie_rank = ties_seen + block_scan(tie, scan, &n_ties);
-        const uint32_t take = r < n_vis && (u > thr || (tie && tie_rank < ties));
-        const uint32_t at = taken + block_scan(take, scan, &n_take);
-        if (take) out[at] = (int32_t)r;
-        taken += n_take;
-        ties_seen += n_ties;
+    /* ordered compaction: thread t owns the contiguous rows [t L, (t + 1) L); two block scans
+     * give its first tie's rank and its first output slot */
+    const int64_t L = (n_vis + blockDim.x - 1) / blockDim.x;
+    const int64_t b0 = (int64_t)threadIdx.x * L, b1 = b0 + L < n_vis ? b0 + L : n_vis;
+    uint32_t my_ties = 0, total;
+    for (int64_t r = b0; r < b1; r++) my_ties += order_key(v[r]) == thr;
+    const uint32_t tie0 = block_scan(my_ties, scan, &total);
+    uint32_t my_take = 0;
+    for (int64_t r = b0, tr = tie0; r < b1; r++) {
+        const uint32_t u = order_key(v[r]);
+        if (u > thr) my_take++;
+        else if (u == thr && tr++ < ties) my_take++;
+    }
+    uint32_t at = block_scan(my_take, scan, &total);
+    for (int64_t r = b0, tr = tie0; r < b1; r++) {
+        const uint32_t u = order_key(v[r]);
+        if (u > thr || (u == thr && tr++ < ties)) out[at++] = (int32_t)r;
     }
     if (threadIdx.x == 0) n_sel[i] = (int32_t)topk;
 }
