@@ -785,8 +785,11 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
 #define ATT_TK 8      /* keys per tile */
 #define ATT_DSL 512   /* dims of a key tile slice in shared memory */
 #define ATT_QMAX 4096 /* ATT_HG * dim floats of queries in shared memory (dim <= 4096) */
-#define ATT_THREADS (4 * DS4RT_WARP)
-#define ATT_OPT (ATT_QMAX / ATT_THREADS) /* output values a thread accumulates */
+#define ATT_THREADS (4 * DS4RT_WARP) /* the launch: 128 or 256 threads */
+/* Device-side sizes do not depend on DS4RT_WARP (hipcc's host pass may see another wavefront
+ * size than the device pass): they hold for any launch of 128..ATT_MAX_THREADS threads. */
+#define ATT_MAX_THREADS 256
+#define ATT_OPT 32 /* output values a thread accumulates: ATT_QMAX / 128 */
 #define ATT_PAIRS (ATT_HG * ATT_TK)
 
 typedef struct attn_args {
@@ -851,7 +854,7 @@ __device__ const float *key_row(const attn_args &a, const key_list &kl, int64_t 
 __global__ void attn_partial_kernel(attn_args a) {
     __shared__ float sq[ATT_QMAX + ATT_HG];
     __shared__ float sk[ATT_TK * ATT_KS];
-    __shared__ float sdot[4 * ATT_THREADS];
+    __shared__ float sdot[4 * ATT_MAX_THREADS];
     __shared__ float sp[ATT_PAIRS];
     __shared__ float sm[ATT_HG], sl[ATT_HG], salpha[ATT_HG];
     __shared__ const float *skey[ATT_TK];
