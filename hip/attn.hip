@@ -587,6 +587,7 @@ extern "C" int ds4rt_gk_comp_rollback(const ds4rt_gk_comp_desc *c, const ds4rt_g
 #define IX_QMAX 8256  /* Hi * (d_i + 1) floats of the row's queries in shared memory */
 #define IX_HMAX 64    /* Hi */
 #define IX_RPT 8      /* rows a thread scores against one head */
+#define IX_MAX_GRID 1024 /* blocks per batch row; more tiles are walked by the same blocks */
 
 /* Scores of IX_ROWS visible rows for batch row blockIdx.y, each in the CPU's order: per head
  * a sequential dot, then the weighted relu terms summed over heads in head order. */
@@ -598,44 +599,46 @@ __global__ void index_score_kernel(const void *pass, uint32_t Hi, uint32_t di, u
     __shared__ float term[IX_ROWS * IX_HMAX];
     const int64_t i = blockIdx.y;
     const int64_t n_vis = (pass_pos0(pass) + i + 1) / 4;
-    const int64_t r0 = (int64_t)blockIdx.x * IX_ROWS;
-    if (n_vis <= (int64_t)topk || n_vis > max_comp || r0 >= n_vis) return;
-    const uint32_t nr = (uint32_t)(n_vis - r0 < IX_ROWS ? n_vis - r0 : IX_ROWS);
+    if (n_vis <= (int64_t)topk || n_vis > max_comp || (int64_t)blockIdx.x * IX_ROWS >= n_vis) return;
     const float *qi = iq + (size_t)i * Hi * di;
     for (uint32_t e = threadIdx.x; e < Hi * di; e += blockDim.x) q[(e / di) * (di + 1) + e % di] = qi[e];
     const float *wi = iw + (size_t)i * Hi;
-    for (uint32_t c0 = 0; c0 < di; c0 += 128) { /* d_i in slices of 128 dims */
-        const uint32_t cw = di - c0 < 128 ? di - c0 : 128;
-        __syncthreads();
-        for (uint32_t e = threadIdx.x; e < nr * cw; e += blockDim.x)
-            k[(e / cw) * 128 + e % cw] = rows[(size_t)(r0 + e / cw) * di + c0 + e % cw];
-        __syncthreads();
-        /* one thread: one head against IX_RPT rows, each dot still sequential in x (the
-         * query value is read once for the rows; the rows are broadcast across the warp) */
-        for (uint32_t m = threadIdx.x; m < Hi * (IX_ROWS / IX_RPT); m += blockDim.x) {
-            const uint32_t h = m % Hi, cb = (m / Hi) * IX_RPT;
-            if (cb >= nr) continue;
-            float dot[IX_RPT];
-            UNROLL
-            for (int r = 0; r < IX_RPT; r++) dot[r] = c0 == 0 ? 0.0f : term[(cb + r) * IX_HMAX + h];
-            const float *qh = q + (size_t)h * (di + 1) + c0, *kc = k + cb * 128;
-            for (uint32_t x = 0; x < cw; x++) {
-                const float qv = qh[x];
+    /* a fixed grid walks the visible tiles (a tile is always one block's whole job) */
+    for (int64_t r0 = (int64_t)blockIdx.x * IX_ROWS; r0 < n_vis; r0 += (int64_t)gridDim.x * IX_ROWS) {
+        const uint32_t nr = (uint32_t)(n_vis - r0 < IX_ROWS ? n_vis - r0 : IX_ROWS);
+        for (uint32_t c0 = 0; c0 < di; c0 += 128) { /* d_i in slices of 128 dims */
+            const uint32_t cw = di - c0 < 128 ? di - c0 : 128;
+            __syncthreads();
+            for (uint32_t e = threadIdx.x; e < nr * cw; e += blockDim.x)
+                k[(e / cw) * 128 + e % cw] = rows[(size_t)(r0 + e / cw) * di + c0 + e % cw];
+            __syncthreads();
+            /* one thread: one head against IX_RPT rows, each dot still sequential in x (the
+             * query value is read once for the rows; the rows are broadcast across the warp) */
+            for (uint32_t m = threadIdx.x; m < Hi * (IX_ROWS / IX_RPT); m += blockDim.x) {
+                const uint32_t h = m % Hi, cb = (m / Hi) * IX_RPT;
+                if (cb >= nr) continue;
+                float dot[IX_RPT];
                 UNROLL
-                for (int r = 0; r < IX_RPT; r++) dot[r] = f_add(dot[r], f_mul(qv, kc[r * 128 + x]));
+                for (int r = 0; r < IX_RPT; r++) dot[r] = c0 == 0 ? 0.0f : term[(cb + r) * IX_HMAX + h];
+                const float *qh = q + (size_t)h * (di + 1) + c0, *kc = k + cb * 128;
+                for (uint32_t x = 0; x < cw; x++) {
+                    const float qv = qh[x];
+                    UNROLL
+                    for (int r = 0; r < IX_RPT; r++) dot[r] = f_add(dot[r], f_mul(qv, kc[r * 128 + x]));
+                }
+                UNROLL
+                for (int r = 0; r < IX_RPT; r++) term[(cb + r) * IX_HMAX + h] = dot[r];
             }
-            UNROLL
-            for (int r = 0; r < IX_RPT; r++) term[(cb + r) * IX_HMAX + h] = dot[r];
         }
-    }
-    __syncthreads();
-    for (uint32_t c = threadIdx.x; c < nr; c += blockDim.x) {
-        float s = 0.0f;
-        for (uint32_t h = 0; h < Hi; h++) {
-            const float dot = term[c * IX_HMAX + h];
-            s = f_add(s, f_mul(f_mul(wi[h], wscale), dot > 0.0f ? dot : 0.0f));
+        __syncthreads();
+        for (uint32_t c = threadIdx.x; c < nr; c += blockDim.x) {
+            float sc = 0.0f;
+            for (uint32_t h = 0; h < Hi; h++) {
+                const float dot = term[c * IX_HMAX + h];
+                sc = f_add(sc, f_mul(f_mul(wi[h], wscale), dot > 0.0f ? dot : 0.0f));
+            }
+            scores[(size_t)i * max_comp + r0 + c] = sc;
         }
-        scores[(size_t)i * max_comp + r0 + c] = s;
     }
 }
 
@@ -758,8 +761,8 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
     const float wscale = (float)(1.0 / sqrt((double)idx_dim * idx_heads));
     float *scores = (float *)d_scratch;
     if (max_comp > (int64_t)idx_topk) {
-        const int64_t tiles = (max_comp + IX_ROWS - 1) / IX_ROWS;
-        if (tiles > 0x7fffffff) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "indexer_topk: %lld rows", (long long)max_comp);
+        int64_t tiles = (max_comp + IX_ROWS - 1) / IX_ROWS;
+        if (tiles > IX_MAX_GRID) tiles = IX_MAX_GRID;
         hipLaunchKernelGGL(index_score_kernel, dim3((unsigned)tiles, (unsigned)n), dim3(ROW_THREADS), 0,
                            (hipStream_t)stream, d_pass, idx_heads, idx_dim, idx_topk, max_comp, wscale, d_iq, d_iw,
                            d_rows, scores);

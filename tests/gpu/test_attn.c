@@ -518,8 +518,9 @@ static void test_indexer(uint32_t Hi, uint32_t di, uint32_t topk, int64_t max_co
     int ok = 1, invariant = 1, checked_big = 0;
     for (int trial = 0; trial < trials; trial++) {
         const int64_t n = 1 + rnd(17);
-        /* even trials: every row sees more rows than the top-k keeps; odd: anywhere */
-        const int64_t lo = trial % 2 == 0 ? 4 * ((int64_t)topk + 1) : 0;
+        /* even trials: rows see nearly max_comp rows (more than the top-k keeps); odd: anywhere */
+        const int64_t most = max_comp - 40;
+        const int64_t lo = trial % 2 == 0 ? 4 * most : 0;
         const int64_t pos0 = lo + rnd((uint32_t)(4 * max_comp - n - 3 - lo));
         float *rows = rand_vec((size_t)max_comp * di, -1, 1);
         for (int64_t r = 0; r < max_comp; r++) { /* ties: repeated rows and zero rows */
@@ -753,7 +754,7 @@ int main(int argc, char **argv) {
     hp.n_expert_used = 1;
     hp.n_expert = 1;
     hp.expert_ff = 1;
-    ds4rt_limits lim = {.max_rows = 17, .max_keys = 8192, .max_comp = 8192};
+    ds4rt_limits lim = {.max_rows = 17, .max_keys = 8192, .max_comp = 20000};
     cok(co->ctx_reserve(cctx, &hp, &lim), "cpu reserve");
 
     test_rms_norm();
@@ -770,6 +771,7 @@ int main(int argc, char **argv) {
     test_indexer(4, 32, 8, 200, 6);
     test_indexer(16, 256, 16, 300, 4); /* two slices of d_i */
     test_indexer(64, 128, 512, 1200, 2);
+    test_indexer(2, 32, 64, 17000, 2); /* more tiles than the score kernel's grid */
     test_indexer_overflow();
     test_attention();
 
