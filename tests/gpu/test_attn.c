@@ -356,28 +356,36 @@ static void gk_state(ds4rt_gk_comp_state *s, uint32_t rows, uint32_t width, uint
                                .d_out = gdev((size_t)cap * dim * 4), .rows = rows, .width = width, .cap = cap};
 }
 
-/* GPU state against CPU state: the frontier bitwise; emitted rows bitwise under the same libm,
- * else all but 0.1% of values within 4 ulps and those within one FP8/FP4 step (1/4 relative):
- * the pooling's float64 exp (and RoPE's cos/sin) may differ by an ulp, which moves a float
- * across a rounding boundary rarely, and the FP8/FP4 rounding after it then by one step. */
+/* GPU state against CPU state: the frontier bitwise; emitted rows bitwise under the same libm.
+ * On a GPU the pooling's float64 exp (and RoPE's cos/sin) may differ by an ulp, which moves a
+ * float across a rounding boundary rarely: a value is "near" when within 4 ulps or 1e-5 of
+ * its row's largest magnitude (the Hadamard sums a row's rounding differences); at most 0.1%
+ * of values may be farther, and only under FP8/FP4, by at most one quantisation step (the
+ * largest is FP4's 4 -> 6 of a block's 6: a third of the row's magnitude). */
 typedef struct comp_err {
     int frontier_ok;
     uint64_t worst_ulps;
     size_t far, total;
-    double worst_rel;
+    double worst_rel; /* |diff| / row magnitude over the far values */
 } comp_err;
 
 static void comp_compare(const comp_pair *p, const ds4rt_gk_comp_state *g, comp_err *e) {
     float *kv = gdown_f(g->d_kv, p->fr), *sc = gdown_f(g->d_score, p->fr), *out = gdown_f(g->d_out, p->outn);
     e->frontier_ok &= same_bits(kv, F_host(p->cs.kv), p->fr * 4) && same_bits(sc, F_host(p->cs.score), p->fr * 4);
     const float *ref = F_host(p->cs.out);
-    for (size_t i = 0; i < p->outn; i++) {
-        uint64_t u = ulps(out[i], ref[i]);
-        if (u > e->worst_ulps) e->worst_ulps = u;
-        if (u > 4) {
-            e->far++;
-            double rel = fabs((double)out[i] - ref[i]) / (fabs((double)ref[i]) + 1e-30);
-            if (rel > e->worst_rel) e->worst_rel = rel;
+    const uint32_t d = p->cd.dim;
+    for (size_t r0 = 0; r0 < p->outn; r0 += d) {
+        double rmax = 0;
+        for (size_t i = r0; i < r0 + d; i++) rmax = fabs((double)ref[i]) > rmax ? fabs((double)ref[i]) : rmax;
+        for (size_t i = r0; i < r0 + d; i++) {
+            const uint64_t u = ulps(out[i], ref[i]);
+            const double diff = fabs((double)out[i] - ref[i]);
+            if (u > e->worst_ulps) e->worst_ulps = u;
+            if (u > 4 && !(diff <= 1e-5 * rmax)) {
+                e->far++;
+                const double rel = rmax > 0 ? diff / rmax : INFINITY;
+                if (!(rel <= e->worst_rel)) e->worst_rel = rel;
+            }
         }
     }
     e->total += p->outn;
@@ -498,10 +506,10 @@ static void test_compressor(uint32_t R, uint32_t d, uint32_t n_rot, int post, ui
             tol = 0;
             snprintf(what, sizeof what, "R %u d %u %s %s: rows bitwise (ulps)", R, d, post_name(post), label[k]);
         } else {
-            ok = x->far * 1000 <= x->total && (x->far == 0 || (lowp && x->worst_rel <= 0.25));
+            ok = x->far * 1000 <= x->total && (x->far == 0 || (lowp && x->worst_rel <= 1.0 / 3));
             err = (double)x->far / (double)(x->total ? x->total : 1);
             tol = 1e-3;
-            snprintf(what, sizeof what, "R %u d %u %s %s: rows > 4 ulps (fraction)", R, d, post_name(post),
+            snprintf(what, sizeof what, "R %u d %u %s %s: rows, fraction not near", R, d, post_name(post),
                      label[k]);
         }
         report("compressor", what, ok, err, tol);
