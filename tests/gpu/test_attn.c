@@ -5,7 +5,7 @@
  *     the indexer's scores and selection, the compressor frontier; RoPE and the compressor's
  *     emitted rows too where both sides use the same libm (HIP-CPU), else within an ulp-level
  *     tolerance (a GPU's cos/sin/exp differ from glibc's by an ulp of float64);
- *   - within a stated tolerance where the GPU reduces in another order: RMS norm (one float ulp),
+ *   - within a stated tolerance where the GPU reduces in another order: RMS norm (two float ulps),
  *     attention (float32 split-key softmax);
  *   - batch invariance on the GPU, bitwise: row i alone equals row i of a batch of up to 17;
  *   - compressor rollback at every keep length across ratio-4 and ratio-128 emissions, and
@@ -153,7 +153,8 @@ static double max_abs(const float *a, const float *b, size_t n) {
 /* ---- RMS norm ------------------------------------------------------------------------------ */
 
 /* The CPU sums the squares sequentially in float64, the GPU in a fixed tree: the sums agree to
- * ~1e-13 relative, so the float scale (and every output) differs by at most one ulp. */
+ * ~1e-13 relative, so the float scale differs by at most one ulp (and only near a rounding
+ * boundary), and an output, two roundings later, by at most two. */
 static void test_rms_norm(void) {
     static const uint32_t widths[] = {1, 7, 64, 100, 512, 1024, 4096};
     uint64_t worst = 0;
@@ -192,7 +193,7 @@ static void test_rms_norm(void) {
     }
     char what[96];
     snprintf(what, sizeof what, "vs cpu, ulps (%zu of %zu values differ)", differ, total);
-    report("rms_norm", what, worst <= 1, (double)worst, 1);
+    report("rms_norm", what, worst <= 2, (double)worst, 2);
     report("rms_norm", "row alone == row in batch (bitwise)", invariant, !invariant, 0);
     report("rms_norm", "out aliasing x (bitwise)", alias_ok, !alias_ok, 0);
 }
@@ -270,7 +271,7 @@ static float *lowp_data(size_t cnt, uint32_t block) {
 
 static void test_lowp(int fp4) {
     const uint32_t blk = fp4 ? 32 : 64;
-    int ok = 1;
+    int ok = 1, invariant = 1;
     size_t total = 0;
     for (int trial = 0; trial < 10; trial++) {
         const int64_t rows = 1 + rnd(20);
@@ -284,17 +285,23 @@ static void test_lowp(int fp4) {
         float *res = gdown_f(gx, cnt);
         ok &= same_bits(res, cf(cx), cnt * 4); /* the untouched tail of each row included */
         total += cnt;
-        free(x), free(res);
+        gk(ds4rt_gk_memcpy_h2d(gx, x, cnt * 4, stream), "upload");
+        for (int64_t r = 0; r < rows; r++)
+            gk((fp4 ? ds4rt_gk_fp4_round : ds4rt_gk_fp8_round)(1, stride, width, gx + r * stride, stream), "row");
+        float *alone = gdown_f(gx, cnt);
+        invariant &= same_bits(alone, res, cnt * 4);
+        free(x), free(res), free(alone);
         cfree(cx);
         ds4rt_gk_free(gx);
     }
     char what[96];
     snprintf(what, sizeof what, "vs cpu, bitwise over %zu values (strided rows)", total);
     report(fp4 ? "fp4_round" : "fp8_round", what, ok, !ok, 0);
+    report(fp4 ? "fp4_round" : "fp8_round", "row alone == row in batch (bitwise)", invariant, !invariant, 0);
 }
 
 static void test_hadamard(void) {
-    int ok = 1;
+    int ok = 1, invariant = 1;
     for (uint32_t width = 1; width <= DS4RT_GK_HADAMARD_MAX; width *= 2) {
         const int64_t rows = 1 + rnd(9);
         const size_t cnt = (size_t)rows * width;
@@ -305,11 +312,16 @@ static void test_hadamard(void) {
         gk(ds4rt_gk_hadamard(rows, width, gx, stream), "hadamard");
         float *res = gdown_f(gx, cnt);
         ok &= same_bits(res, cf(cx), cnt * 4);
-        free(x), free(res);
+        gk(ds4rt_gk_memcpy_h2d(gx, x, cnt * 4, stream), "upload");
+        for (int64_t r = 0; r < rows; r++) gk(ds4rt_gk_hadamard(1, width, gx + r * width, stream), "hadamard row");
+        float *alone = gdown_f(gx, cnt);
+        invariant &= same_bits(alone, res, cnt * 4);
+        free(x), free(res), free(alone);
         cfree(cx);
         ds4rt_gk_free(gx);
     }
     report("hadamard", "vs cpu, bitwise, widths 1..4096", ok, !ok, 0);
+    report("hadamard", "row alone == row in batch (bitwise)", invariant, !invariant, 0);
 }
 
 /* ---- KV ring -------------------------------------------------------------------------------- */
