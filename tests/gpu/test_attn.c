@@ -746,6 +746,111 @@ static void test_attention(void) {
     run_attention(&real, "real width, 1000 compressed rows");
 }
 
+/* ---- graph replay (CUDA): a captured pass stays valid at another position ------------------- */
+
+#if defined(DS4RT_WITH_CUDA)
+#include <cuda_runtime.h>
+
+typedef struct graph_case {
+    void *pass;
+    float *x, *ring, *out, *iq, *iw, *rows, *sinks, *u, *g;
+    int32_t *sel, *ns;
+    void *ascratch, *iscratch;
+    size_t asb, isb;
+    ds4rt_gk_comp_desc cd;
+    ds4rt_gk_comp_state cs;
+} graph_case;
+
+enum { G_N = 3, G_H = 4, G_D = 128, G_CAP = 64, G_W = 16, G_HI = 4, G_DI = 32, G_TOP = 8, G_COMP = 400 };
+
+/* One small pass: RoPE, ring store, compressor push, indexer, attention over ring + selected
+ * compressed rows. Everything it reads that changes per pass is in the pass block. */
+static void graph_pass(graph_case *c) {
+    const ds4rt_gk_rope_params rp = {.n_rot = 32, .base = 10000, .yarn = 0};
+    gk(ds4rt_gk_rope(c->pass, G_N, 1, G_D, &rp, 1, c->x, stream), "rope");
+    gk(ds4rt_gk_kv_store(c->pass, G_N, G_D, c->x, c->ring, G_CAP, stream), "kv_store");
+    gk(ds4rt_gk_comp_update(c->pass, G_N, &c->cd, &c->cs, c->u, c->g, stream), "comp_update");
+    gk(ds4rt_gk_indexer_topk(c->pass, G_N, G_HI, G_DI, G_TOP, G_COMP, c->iq, c->iw, c->rows, c->sel, c->ns,
+                             c->iscratch, c->isb, stream),
+       "indexer_topk");
+    const ds4rt_gk_attn_keys k = {.d_ring = c->ring, .ring_cap = G_CAP, .window = G_W, .comp_ratio = 4,
+                                  .d_comp = c->rows, .d_sel = c->sel, .d_n_sel = c->ns, .sel_stride = G_TOP};
+    gk(ds4rt_gk_attention(c->pass, G_N, G_H, G_D, &k, c->sinks, c->ring, c->out, c->ascratch, c->asb, stream),
+       "attention");
+}
+
+/* Sets the inputs and state to the same start, the pass block to pos0; returns the outputs. */
+static float *graph_run(graph_case *c, const float *x0, const float *ring0, int64_t pos0, int use_graph,
+                        cudaGraphExec_t exec) {
+    int64_t hdr[2] = {pos0, 0};
+    gk(ds4rt_gk_memcpy_h2d(c->pass, hdr, sizeof hdr, stream), "pass");
+    gk(ds4rt_gk_memcpy_h2d(c->x, x0, (size_t)G_N * G_D * 4, stream), "x");
+    gk(ds4rt_gk_memcpy_h2d(c->ring, ring0, (size_t)G_CAP * G_D * 4, stream), "ring");
+    gk(ds4rt_gk_comp_reset(&c->cs, stream), "comp_reset");
+    if (use_graph) gk(cudaGraphLaunch(exec, (cudaStream_t)stream) == cudaSuccess ? 0 : 4, "graph launch");
+    else graph_pass(c);
+    const size_t on = (size_t)G_N * G_H * G_D, cn = (size_t)c->cs.cap * c->cd.dim;
+    float *res = malloc((on + cn + (size_t)G_N * G_TOP) * sizeof *res);
+    gdown(res, c->out, on * 4);
+    gdown(res + on, c->cs.d_out, cn * 4);
+    gdown(res + on + cn, c->sel, (size_t)G_N * G_TOP * 4);
+    return res;
+}
+
+static void test_graph_replay(void) {
+    graph_case c;
+    memset(&c, 0, sizeof c);
+    float *x0 = rand_vec((size_t)G_N * G_D, -1, 1), *ring0 = rand_vec((size_t)G_CAP * G_D, -1, 1);
+    c.pass = gdev(16);
+    c.x = gdev((size_t)G_N * G_D * 4);
+    c.ring = gdev((size_t)G_CAP * G_D * 4);
+    c.out = gdev((size_t)G_N * G_H * G_D * 4);
+    float *h;
+    c.iq = gup(h = rand_vec((size_t)G_N * G_HI * G_DI, -1, 1), (size_t)G_N * G_HI * G_DI * 4), free(h);
+    c.iw = gup(h = rand_vec((size_t)G_N * G_HI, -1, 1), (size_t)G_N * G_HI * 4), free(h);
+    c.rows = gup(h = rand_vec((size_t)G_COMP * G_D, -1, 1), (size_t)G_COMP * G_D * 4), free(h);
+    c.sinks = gup(h = rand_vec(G_H, -1, 1), G_H * 4), free(h);
+    c.u = gup(h = rand_vec((size_t)G_N * 2 * G_DI, -1, 1), (size_t)G_N * 2 * G_DI * 4), free(h);
+    c.g = gup(h = rand_vec((size_t)G_N * 2 * G_DI, -1, 1), (size_t)G_N * 2 * G_DI * 4), free(h);
+    c.sel = gdev((size_t)G_N * G_TOP * 4);
+    c.ns = gdev((size_t)G_N * 4);
+    c.asb = ds4rt_gk_attention_scratch_bytes(G_N, G_H, G_D);
+    c.isb = ds4rt_gk_indexer_topk_scratch_bytes(G_N, G_COMP);
+    c.ascratch = gdev(c.asb);
+    c.iscratch = gdev(c.isb);
+    c.cd = (ds4rt_gk_comp_desc){.ratio = 4, .dim = G_DI, .d_ape = gup(h = rand_vec(4 * 2 * G_DI, -1, 1), 4 * 2 * G_DI * 4),
+                                .d_norm = NULL, .rms_eps = 1e-6f, .rope = {.n_rot = 16, .base = 160000, .yarn = 1,
+                                .yarn_scale = 1.0 / 16, .yarn_lo = 2, .yarn_hi = 6},
+                                .post = DS4RT_GK_COMP_POST_HADAMARD_FP4};
+    free(h);
+    gk_state(&c.cs, 8, 2 * G_DI, 400, G_DI);
+    /* the graph is captured once, with whatever the pass block holds */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    int ok = cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) {
+        graph_pass(&c);
+        ok = cudaStreamEndCapture((cudaStream_t)stream, &graph) == cudaSuccess &&
+             cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    }
+    int same = ok;
+    static const int64_t positions[] = {21, 1000, 1499, 63};
+    for (int p = 0; ok && p < 4; p++) {
+        float *direct = graph_run(&c, x0, ring0, positions[p], 0, exec);
+        float *replay = graph_run(&c, x0, ring0, positions[p], 1, exec);
+        const size_t count = (size_t)G_N * G_H * G_D + (size_t)c.cs.cap * G_DI + (size_t)G_N * G_TOP;
+        same &= same_bits(direct, replay, count * 4);
+        free(direct), free(replay);
+    }
+    if (ok) {
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
+    report("graph", "one capture replayed at 4 positions == direct launches", same, !same, 0);
+    free(x0), free(ring0);
+}
+#endif
+
 int main(int argc, char **argv) {
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -794,6 +899,9 @@ int main(int argc, char **argv) {
     test_indexer(2, 32, 64, 17000, 2); /* more tiles than the score kernel's grid */
     test_indexer_overflow();
     test_attention();
+#if defined(DS4RT_WITH_CUDA)
+    test_graph_replay();
+#endif
 
     co->ctx_free(cctx);
     ds4rt_backend_close(cbe);
