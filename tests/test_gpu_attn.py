@@ -42,8 +42,17 @@ def test_attention_kernels_match_the_cpu_backend(run, seed):
 def test_every_kernel_is_checked(run):
     out = run().stdout
     checked = {line.split()[1] for line in out.splitlines() if line.startswith("ok")}
-    ops = {"rms_norm", "rope", "fp8_round", "fp4_round", "hadamard", "kv_store", "compressor",
-           "indexer_topk", "attention"}
+    ops = {
+        "rms_norm",
+        "rope",
+        "fp8_round",
+        "fp4_round",
+        "hadamard",
+        "kv_store",
+        "compressor",
+        "indexer_topk",
+        "attention",
+    }
     assert ops <= checked, ops - checked
     # rollback across ratio-4 and ratio-128 emissions, and the real attention width
     assert "R 4 d 512 fp8: " in out and "R 128 d 512 fp8: " in out

@@ -1,0 +1,105 @@
+"""``ds4-server`` and ``ds4-cli serve``: load the model (and support model), serve until
+SIGINT/SIGTERM, drain, and, with --stats, print the DSpark statistics of all requests as ds4
+does when its server stops (docs/SERVER.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cli_common import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    UsageError,
+    apply_environment,
+    check_llama_cpp_flags,
+    load,
+)
+from ..errors import Ds4rtError
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    from .options import add_arguments
+
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="OpenAI-compatible server on ds4rt: /v1/chat/completions, /v1/completions "
+        "(streaming), /v1/models, /health, /metrics (docs/SERVER.md). Without -m it serves the "
+        "embedded default pair with DSpark.",
+    )
+    add_arguments(p)
+    return p
+
+
+def stats_text(spec_total: dict[str, object]) -> str:
+    """The summed statistics as one ``key=value`` line (ds4's names)."""
+    parts = []
+    for k, v in spec_total.items():
+        if isinstance(v, dict):
+            v = ",".join(f"{kk}:{vv}" for kk, vv in v.items())
+        elif isinstance(v, list):
+            v = ",".join(f"{i}:{x}" for i, x in enumerate(v) if x) or "-"
+        elif isinstance(v, float):
+            v = f"{v:.3f}"
+        if k == "propose":  # ds4's line marks where its timers (milliseconds) begin
+            parts.append("time_ms")
+        parts.append(f"{k}={v}")
+    return "ds4rt-server: DSpark stats (all requests) " + " ".join(parts)
+
+
+def serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from . import ServerEngine, create_app
+    except ImportError as e:
+        missing = getattr(e, "name", None) or str(e)
+        raise UsageError(
+            f"serving needs the 'server' extra ({missing} is missing): pip install 'ds4rt[server]'"
+        ) from None
+    from .options import config_from_args
+
+    apply_environment(args)
+    loaded = load(args)
+    with loaded.model as model:
+        config = config_from_args(args, dspark_on=loaded.dspark is not None)
+        engine = ServerEngine(model, loaded.dspark, config)
+        app = create_app(engine)
+        print(
+            f"ds4rt-server: {model.path} as {', '.join(engine.names)}; {config.sessions} "
+            f"session(s) of {engine.n_ctx} tokens, queue {config.queue}, DSpark "
+            f"{'on' if loaded.dspark is not None else 'off'}",
+            file=sys.stderr,
+        )
+        uvicorn.run(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level,
+            timeout_graceful_shutdown=config.drain_timeout,
+        )
+        if loaded.dspark is not None and config.stats:
+            print(stats_text(engine.metrics.spec_total), file=sys.stderr)
+        if loaded.dspark is not None and config.stats_json:
+            json.dump(engine.metrics.spec_total, sys.stderr)
+            sys.stderr.write("\n")
+    return 0
+
+
+def main(argv: list[str] | None = None, prog: str = "ds4-server") -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(prog)
+    try:
+        check_llama_cpp_flags(argv, parser)
+        return serve(parser.parse_args(argv))
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Ds4rtError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
