@@ -783,7 +783,7 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
  * that every head of the group reuses (K = V), and leaves (max, sum, weighted values); the
  * combine kernel folds the splits and the sink in split order. */
 #define ATT_SPLITS 32
-#define ATT_MIN_CHUNK 32
+#define ATT_MIN_CHUNK 16
 #define ATT_HG 8      /* heads per block */
 #define ATT_TK 8      /* keys per tile */
 #define ATT_DSL 512   /* dims of a key tile slice in shared memory */
