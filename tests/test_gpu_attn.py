@@ -12,6 +12,8 @@ import subprocess
 
 import meson_programs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +32,25 @@ def run(c_programs):
     return go
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_attention_kernels_match_the_cpu_backend(run, seed):
-    r = run("--seed", str(seed))
+def _passes(r: subprocess.CompletedProcess) -> None:
     failed = [line for line in r.stdout.splitlines() if line.startswith("FAIL")]
     assert r.returncode == 0 and not failed, r.stdout + r.stderr
     summary = r.stdout.strip().splitlines()[-1]
     assert summary.startswith("test_attn:") and summary.endswith(" 0 failed"), summary
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_attention_kernels_match_the_cpu_backend(run, seed):
+    _passes(run("--seed", str(seed)))
+
+
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(min_value=3, max_value=2**62))
+def test_attention_kernels_on_searched_seeds(run, seed):
+    """Each seed draws its own shapes, positions, ring sizes and key kinds."""
+    _passes(run("--seed", str(seed)))
 
 
 def test_every_kernel_is_checked(run):
