@@ -95,6 +95,13 @@ int ds4rt_gk_capture(uint32_t n_hc, uint32_t d, int64_t n, const float *d_X, flo
  * equal maxima; NaN never wins; 0 when no value exceeds -inf (exactly the CPU's answer). */
 int ds4rt_gk_argmax(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *stream);
 
+/* The same answer for wide rows (the vocabulary), spread over many blocks: each block takes
+ * a chunk of a row and writes its first maximum to the scratch, a second kernel merges the
+ * chunks of each row. Scratch: ds4rt_gk_argmax_scratch_bytes(rows, width). */
+size_t ds4rt_gk_argmax_scratch_bytes(int64_t rows, uint32_t width);
+int ds4rt_gk_argmax_split(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *d_scratch,
+                          size_t scratch_bytes, void *stream);
+
 /* d_out = d_a + d_b, count floats (bitwise). */
 int ds4rt_gk_add(int64_t count, const float *d_a, const float *d_b, float *d_out, void *stream);
 

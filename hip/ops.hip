@@ -534,6 +534,111 @@ extern "C" int ds4rt_gk_argmax(int64_t rows, uint32_t width, const float *d_x, i
     return DS4RT_GK_LAUNCHED("argmax");
 }
 
+/* Split argmax: chunk c of row r covers columns [c * GK_ARGMAX_CHUNK, ...); partials are
+ * (value, index) pairs, merged by the same rule as above, so the answer is the same. */
+#define GK_ARGMAX_CHUNK 8192
+
+__global__ void __launch_bounds__(GK_ARGMAX_NT)
+    gk_argmax_part_kernel(uint32_t width, const float *__restrict__ x, float *__restrict__ pv,
+                          uint32_t *__restrict__ pi) {
+    __shared__ float bv[GK_ARGMAX_NT];
+    __shared__ uint32_t bi[GK_ARGMAX_NT];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.y;
+    const uint32_t c0 = blockIdx.x * GK_ARGMAX_CHUNK;
+    const uint32_t c1 = width - c0 < GK_ARGMAX_CHUNK ? width : c0 + GK_ARGMAX_CHUNK;
+    const float *v = x + r * width;
+    float best = -INFINITY;
+    uint32_t at = 0xffffffffu;
+    for (uint32_t i = c0 + tid; i < c1; i += GK_ARGMAX_NT) {
+        float e = v[i];
+        if (e > best) {
+            best = e;
+            at = i;
+        }
+    }
+    bv[tid] = best;
+    bi[tid] = at;
+    __syncthreads();
+    for (int s = GK_ARGMAX_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            float o = bv[tid + s];
+            uint32_t oi = bi[tid + s];
+            if (o > bv[tid] || (o == bv[tid] && oi < bi[tid])) {
+                bv[tid] = o;
+                bi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        pv[r * gridDim.x + blockIdx.x] = bv[0];
+        pi[r * gridDim.x + blockIdx.x] = bi[0];
+    }
+}
+
+__global__ void __launch_bounds__(GK_ARGMAX_NT)
+    gk_argmax_merge_kernel(uint32_t parts, const float *__restrict__ pv, const uint32_t *__restrict__ pi,
+                           int32_t *__restrict__ ids) {
+    __shared__ float bv[GK_ARGMAX_NT];
+    __shared__ uint32_t bi[GK_ARGMAX_NT];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    float best = -INFINITY;
+    uint32_t at = 0xffffffffu;
+    for (uint32_t c = tid; c < parts; c += GK_ARGMAX_NT) {
+        float o = pv[r * parts + c];
+        uint32_t oi = pi[r * parts + c];
+        if (o > best || (o == best && oi < at)) {
+            best = o;
+            at = oi;
+        }
+    }
+    bv[tid] = best;
+    bi[tid] = at;
+    __syncthreads();
+    for (int s = GK_ARGMAX_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            float o = bv[tid + s];
+            uint32_t oi = bi[tid + s];
+            if (o > bv[tid] || (o == bv[tid] && oi < bi[tid])) {
+                bv[tid] = o;
+                bi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) ids[r] = bv[0] > -INFINITY ? (int32_t)bi[0] : 0;
+}
+
+static uint32_t gk_argmax_parts(uint32_t width) { return (width + GK_ARGMAX_CHUNK - 1) / GK_ARGMAX_CHUNK; }
+
+extern "C" size_t ds4rt_gk_argmax_scratch_bytes(int64_t rows, uint32_t width) {
+    if (rows < 1) rows = 1;
+    const size_t parts = (size_t)rows * gk_argmax_parts(width ? width : 1);
+    return gk_align(parts * 4) + gk_align(parts * 4);
+}
+
+extern "C" int ds4rt_gk_argmax_split(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *d_scratch,
+                                     size_t scratch_bytes, void *stream) {
+    if (rows == 0) return DS4RT_GK_OK;
+    if (rows < 0 || rows > 65535 || width == 0 || width > 0x7fffffffu || !d_x || !d_ids)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "argmax_split: bad arguments (rows %lld, width %u)",
+                             (long long)rows, width);
+    const size_t need = ds4rt_gk_argmax_scratch_bytes(rows, width);
+    if (d_scratch == NULL || scratch_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "argmax_split: scratch of %zu bytes < %zu", scratch_bytes, need);
+    const uint32_t parts = gk_argmax_parts(width);
+    float *pv = (float *)d_scratch;
+    uint32_t *pi = (uint32_t *)((uint8_t *)d_scratch + gk_align((size_t)rows * parts * 4));
+    hipStream_t s = (hipStream_t)stream;
+    hipLaunchKernelGGL(gk_argmax_part_kernel, dim3(parts, (unsigned)rows), dim3(GK_ARGMAX_NT), 0, s, width, d_x, pv, pi);
+    int st = DS4RT_GK_LAUNCHED("argmax_split parts");
+    if (st != DS4RT_GK_OK) return st;
+    hipLaunchKernelGGL(gk_argmax_merge_kernel, dim3((unsigned)rows), dim3(GK_ARGMAX_NT), 0, s, parts, pv, pi, d_ids);
+    return DS4RT_GK_LAUNCHED("argmax_split merge");
+}
+
 __global__ void __launch_bounds__(GK_EW_NT) gk_add_kernel(int64_t count, const float *__restrict__ a,
                                                            const float *__restrict__ b, float *__restrict__ o) {
     for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < count; i += (int64_t)gridDim.x * GK_EW_NT)

@@ -421,7 +421,7 @@ static void test_hc(uint32_t N, uint32_t D) {
 /* ---- row ops ---------------------------------------------------------------------------------- */
 
 static void test_argmax(void) {
-    static const uint32_t WIDTHS[] = {1, 7, 256, 1000, 5003};
+    static const uint32_t WIDTHS[] = {1, 7, 256, 1000, 5003, 20000};
     for (size_t wi = 0; wi < sizeof WIDTHS / sizeof WIDTHS[0]; wi++) {
         const uint32_t w = WIDTHS[wi];
         const int64_t rows = MAXN;
@@ -467,6 +467,15 @@ static void test_argmax(void) {
             same += one == got[r];
         }
         report("argmax", "row alone == in batch", same == (size_t)rows, 0, 0, same, (size_t)rows);
+        /* the split version: the same ids */
+        size_t sb = ds4rt_gk_argmax_scratch_bytes(rows, w);
+        void *scr = dev(NULL, sb);
+        int32_t split[MAXN];
+        GK(ds4rt_gk_argmax_split(rows, w, dx, di, scr, sb, stream));
+        get(split, di, (size_t)rows * 4);
+        snprintf(what, sizeof what, "split, width %u vs cpu", w);
+        expect_bits("argmax", what, split, ci->ptr, (size_t)rows);
+        ds4rt_gk_free(scr);
         ds4rt_gk_free(dx);
         ds4rt_gk_free(di);
         co->release(cbe, cx);
