@@ -20,6 +20,12 @@
 #  include <hip/hip_fp16.h>
 #  define DS4RT_WARP 64
 #  define DS4RT_HAVE_GRAPHS 0
+   /* HIP-CPU defines __forceinline__ as nothing without NDEBUG, which turns header helpers
+    * into multiple definitions in debug builds (the test programs' debugoptimized build) */
+#  if !defined(NDEBUG)
+#    undef __forceinline__
+#    define __forceinline__ inline
+#  endif
 #elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #  include <hip/hip_runtime.h>
 #  include <hip/hip_fp16.h>
@@ -53,6 +59,12 @@
 #  define hipMemcpyAsync cudaMemcpyAsync
 #  define hipMemset cudaMemset
 #  define hipMemsetAsync cudaMemsetAsync
+#  define hipMemcpy2DAsync cudaMemcpy2DAsync
+#  define hipHostRegister cudaHostRegister
+#  define hipHostUnregister cudaHostUnregister
+#  define hipHostGetDevicePointer cudaHostGetDevicePointer
+#  define hipHostRegisterMapped cudaHostRegisterMapped
+#  define hipHostRegisterReadOnly cudaHostRegisterReadOnly
 #  define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #  define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #  define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

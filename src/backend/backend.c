@@ -48,7 +48,9 @@ ds4rt_status ds4rt_backend_open(ds4rt_bkind kind, int device, int n_threads, ds4
     if (kind == DS4RT_BKIND_AUTO) {
         /* the first GPU backend that sees a device, else the CPU */
         for (size_t i = 0; i < DS4RT_ARRAY_LEN(REGISTRY) && e == NULL; i++)
-            if (REGISTRY[i]->kind != DS4RT_BKIND_CPU && REGISTRY[i]->device_count() > device) e = REGISTRY[i];
+            if (REGISTRY[i]->kind != DS4RT_BKIND_CPU && !REGISTRY[i]->explicit_only &&
+                REGISTRY[i]->device_count() > device)
+                e = REGISTRY[i];
         if (e == NULL) e = ds4rt_backend_find(DS4RT_BKIND_CPU);
     } else {
         if ((unsigned)kind > DS4RT_BKIND_HIP)
@@ -77,6 +79,7 @@ ds4rt_status ds4rt_backend_open(ds4rt_bkind kind, int device, int n_threads, ds4
 
 void ds4rt_backend_close(ds4rt_backend *be) {
     if (be == NULL) return;
+    if (be->close != NULL) be->close(be);
     free(be->impl);
     free(be);
 }

@@ -378,6 +378,9 @@ typedef struct ds4rt_backend_entry {
     /* Devices usable now (0: compiled in, but nothing to run on). */
     int (*device_count)(void);
     ds4rt_status (*create)(int device, int n_threads, ds4rt_backend **out);
+    /* true: AUTO never picks it, only a request by kind does (HIP-CPU, a developer aid that runs
+     * the GPU kernels on host threads) */
+    bool explicit_only;
 } ds4rt_backend_entry;
 
 /* Compiled-in backends, CPU first. */

@@ -15,6 +15,7 @@ struct ds4rt_dbuf {
     uint64_t bytes;
     ds4rt_mem_kind kind;
     bool owned;         /* false: a view of memory the backend does not own (the mapping) */
+    const void *host;   /* a GPU's view of host memory: the host address it was made from */
 };
 
 struct ds4rt_backend {
@@ -23,7 +24,8 @@ struct ds4rt_backend {
     int device;
     int n_threads;
     _Atomic uint64_t bytes[DS4RT_MEM_COUNT];
-    void *impl;         /* the backend's own data */
+    void *impl;         /* the backend's own data (freed by ds4rt_backend_close) */
+    void (*close)(ds4rt_backend *be); /* optional: releases what impl holds before it is freed */
 };
 
 /* The registry's entries (src/backend/backend.c). A GPU backend's op table registers by
