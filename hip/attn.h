@@ -26,12 +26,12 @@ extern "C" {
 
 /* RoPE of one layer kind, field for field backend.h's ds4rt_rope: the LAST n_rot dims of a
  * vector rotate. n_rot <= 2 * DS4RT_GK_ROPE_MAX_PAIRS (launchers refuse more). */
-typedef struct ds4rt_gk_rope {
+typedef struct ds4rt_gk_rope_params {
     uint32_t n_rot;
     double base;
     int yarn;
     double yarn_scale, yarn_lo, yarn_hi;
-} ds4rt_gk_rope;
+} ds4rt_gk_rope_params;
 #define DS4RT_GK_ROPE_MAX_PAIRS 128
 
 /* d_out[r] = d_x[r] / sqrt(mean(d_x[r]^2) + eps) * d_w for `rows` rows of `width` (d_w NULL:
@@ -41,8 +41,8 @@ int ds4rt_gk_rms_norm(int64_t rows, uint32_t width, const float *d_x, const floa
 
 /* Rotates the tail of each of `heads` vectors of `dim` in row i (row width heads*dim) at
  * position pos0 + i (pos0 from d_pass); sign +1 forward, -1 inverse. In place. */
-int ds4rt_gk_rope(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_gk_rope *r, int sign,
-                  float *d_x, void *stream);
+int ds4rt_gk_rope(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_gk_rope_params *r,
+                  int sign, float *d_x, void *stream);
 
 /* FP8 E4M3 (blocks of 64) / FP4 E2M1 (blocks of 32) round trip of dims [0, width) of `rows`
  * rows spaced `stride` floats apart (width a multiple of the block). In place. */
@@ -77,7 +77,7 @@ typedef struct ds4rt_gk_comp_desc {
     const float *d_ape;
     const float *d_norm;
     float rms_eps;
-    ds4rt_gk_rope rope;
+    ds4rt_gk_rope_params rope;
     int post; /* DS4RT_GK_COMP_POST_* */
 } ds4rt_gk_comp_desc;
 
