@@ -7,8 +7,8 @@
 #include "attn.h"
 #include "gpu_ops.h"
 
-static ds4rt_gk_rope grope(const ds4rt_rope *r) {
-    return (ds4rt_gk_rope){.n_rot = r->n_rot, .base = r->base, .yarn = r->yarn, .yarn_scale = r->yarn_scale,
+static ds4rt_gk_rope_params grope(const ds4rt_rope *r) {
+    return (ds4rt_gk_rope_params){.n_rot = r->n_rot, .base = r->base, .yarn = r->yarn, .yarn_scale = r->yarn_scale,
                            .yarn_lo = r->yarn_lo, .yarn_hi = r->yarn_hi};
 }
 
@@ -20,7 +20,7 @@ ds4rt_status gpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_d
 
 ds4rt_status gpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
                       int sign, ds4rt_df32 x) {
-    ds4rt_gk_rope gr = grope(r);
+    ds4rt_gk_rope_params gr = grope(r);
     GK(ds4rt_gk_rope(DPASS(in), n, heads, dim, &gr, sign, DF(x), gstream(ctx)), "rope");
     return DS4RT_OK;
 }

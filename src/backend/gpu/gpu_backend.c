@@ -23,9 +23,9 @@ static bool gpu_supports(const ds4rt_backend *be, ds4rt_op op, uint32_t type) {
     case DS4RT_OP_GET_ROWS: return gpu_get_rows_type(type);
     case DS4RT_OP_MATMUL:
     case DS4RT_OP_GROUPED_OUT: /* out_a's type (out_b is a matmul) */
-    case DS4RT_OP_HC_PRE:      /* fn's type: the mixing is a matmul */
-    case DS4RT_OP_HC_HEAD:
     case DS4RT_OP_MOE: return gpu_matmul_type(type);
+    case DS4RT_OP_HC_PRE: /* fn's type: the HC kernels' own float product */
+    case DS4RT_OP_HC_HEAD: return gpu_hc_float_type(type);
     default: return type == DS4RT_TYPE_F32;
     }
 }

@@ -67,11 +67,27 @@ uint64_t gpu_kernel_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *l
 #ifdef DS4RT_GPU_HAVE_ATTN
     if ((b = gpu_attn_scratch_bytes(hp, lim)) > bytes) bytes = b;
 #endif
-#ifdef DS4RT_GPU_HAVE_MM
-    if ((b = gpu_mm_scratch_bytes(hp, lim)) > bytes) bytes = b;
-#endif
 #ifdef DS4RT_GPU_HAVE_OPS
     if ((b = gpu_ops_scratch_bytes(hp, lim)) > bytes) bytes = b;
 #endif
     return bytes;
+}
+
+uint64_t gpu_mm_act_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim) {
+#ifdef DS4RT_GPU_HAVE_MM
+    return gpu_mm_scratch_bytes(hp, lim);
+#else
+    (void)hp;
+    (void)lim;
+    return 0;
+#endif
+}
+
+bool gpu_hc_float_type(uint32_t type) {
+#ifdef DS4RT_GPU_HAVE_OPS
+    return gpu_hc_type(type);
+#else
+    (void)type;
+    return false;
+#endif
 }

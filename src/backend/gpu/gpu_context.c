@@ -25,32 +25,50 @@ ds4rt_status gpu_ctx_create(ds4rt_backend *be, int n_threads, ds4rt_bctx **out) 
     return DS4RT_OK;
 }
 
-/* Carves `count` elements of `size` bytes (256-byte aligned) from the workspace buffer; with
- * base NULL it only counts. */
-static void *carve(uint8_t *base, uint64_t *off, uint64_t count, uint64_t size) {
-    void *p = base ? base + *off : NULL;
-    *off += ((count ? count : 1) * size + 255) & ~(uint64_t)255;
-    return p;
+/* Carves `count` floats (or int32s) from the workspace buffer, 256-byte aligned; with buf NULL
+ * it only counts. Offsets are in elements of 4 bytes. */
+static ds4rt_df32 carve(ds4rt_dbuf *buf, uint64_t *off, uint64_t count) {
+    ds4rt_df32 v = {buf, *off};
+    *off += ((count ? count : 1) + 63) & ~(uint64_t)63;
+    return v;
 }
 
-static uint64_t layout(gpu_workspace *ws, uint8_t *base, const ds4rt_hparams *hp, const ds4rt_limits *lim) {
+static uint64_t layout(gpu_workspace *ws, ds4rt_dbuf *buf, const ds4rt_hparams *hp, const ds4rt_limits *lim) {
     const uint64_t rows = (uint64_t)lim->max_rows, D = hp->n_embd, k = hp->n_expert_used;
     uint64_t off = 0;
-    ws->og = carve(base, &off, rows * hp->group_dim, 4);
-    ws->olow = carve(base, &off, rows * hp->o_lora, 4);
-    ws->low = carve(base, &off, rows * hp->o_low_dim, 4);
-    ws->router = carve(base, &off, rows * hp->n_expert, 4);
-    ws->sel = carve(base, &off, rows * k, 4);
-    ws->selw = carve(base, &off, rows * k, 4);
-    ws->eg = carve(base, &off, rows * k * hp->expert_ff, 4);
-    ws->eu = carve(base, &off, rows * k * hp->expert_ff, 4);
-    ws->yslot = carve(base, &off, rows * k * D, 4);
-    ws->shg = carve(base, &off, rows * hp->shared_ff, 4);
-    ws->shu = carve(base, &off, rows * hp->shared_ff, 4);
-    ws->shy = carve(base, &off, rows * D, 4);
+    ws->og = carve(buf, &off, rows * hp->group_dim);
+    ws->olow = carve(buf, &off, rows * hp->o_lora);
+    ws->low = carve(buf, &off, rows * hp->o_low_dim);
+    ws->router = carve(buf, &off, rows * hp->n_expert);
+    ds4rt_df32 sel = carve(buf, &off, rows * k);
+    ws->sel = (ds4rt_di32){sel.buf, sel.off};
+    ws->selw = carve(buf, &off, rows * k);
+    ws->eg = carve(buf, &off, rows * k * hp->expert_ff);
+    ws->eu = carve(buf, &off, rows * k * hp->expert_ff);
+    ws->yslot = carve(buf, &off, rows * k * D);
+    ws->shg = carve(buf, &off, rows * hp->shared_ff);
+    ws->shu = carve(buf, &off, rows * hp->shared_ff);
+    ws->shy = carve(buf, &off, rows * D);
     ws->kscratch_bytes = gpu_kernel_scratch_bytes(hp, lim);
-    ws->kscratch = carve(base, &off, ws->kscratch_bytes, 1);
-    return off;
+    ds4rt_df32 ks = carve(buf, &off, (ws->kscratch_bytes + 3) / 4);
+    ws->kscratch = buf ? (void *)DF(ks) : NULL;
+    return off * 4;
+}
+
+ds4rt_status gpu_act(ds4rt_bctx *ctx, uint64_t need, void **ptr, uint64_t *bytes) {
+    gpu_workspace *ws = &gctx(ctx)->ws;
+    if (ws->act == NULL || ws->act->bytes < need) {
+        TRY(gpu_synchronize(ctx)); /* nothing may still read the old one */
+        ds4rt_dbuf *b;
+        uint64_t want = need > 2 * (ws->act ? ws->act->bytes : 0) ? need : 2 * ws->act->bytes;
+        ds4rt_status st = gpu_alloc(ctx->be, DS4RT_MEM_SCRATCH, want, &b);
+        if (st != DS4RT_OK) return ds4rt_fail_context(st, "activation scratch of the GPU products");
+        if (ws->act != NULL) gpu_release(ctx->be, ws->act);
+        ws->act = b;
+    }
+    *ptr = ws->act->ptr;
+    *bytes = ws->act->bytes;
+    return DS4RT_OK;
 }
 
 ds4rt_status gpu_ctx_reserve(ds4rt_bctx *ctx, const ds4rt_hparams *hp, const ds4rt_limits *want) {
@@ -70,11 +88,16 @@ ds4rt_status gpu_ctx_reserve(ds4rt_bctx *ctx, const ds4rt_hparams *hp, const ds4
     if (st != DS4RT_OK)
         return ds4rt_fail_context(st, "GPU op workspaces for %lld rows", (long long)lim.max_rows);
     if (ws->buf != NULL) gpu_release(ctx->be, ws->buf);
-    layout(&next, buf->ptr, hp, &lim);
+    layout(&next, buf, hp, &lim);
     next.buf = buf;
     next.bytes = bytes;
+    next.act = ws->act;
     *ws = next;
-    return DS4RT_OK;
+    /* the products' activations for the largest batch, now rather than mid-pass */
+    void *p;
+    uint64_t have;
+    uint64_t need = gpu_mm_act_bytes(hp, &lim);
+    return need ? gpu_act(ctx, need, &p, &have) : DS4RT_OK;
 }
 
 void gpu_ctx_free(ds4rt_bctx *ctx) {
@@ -82,6 +105,7 @@ void gpu_ctx_free(ds4rt_bctx *ctx) {
     gpu_ctx *c = gctx(ctx);
     (void)ds4rt_gk_stream_sync(c->stream);
     if (c->ws.buf != NULL) gpu_release(ctx->be, c->ws.buf);
+    if (c->ws.act != NULL) gpu_release(ctx->be, c->ws.act);
     ds4rt_gk_stream_destroy(c->stream);
     free(c);
 }

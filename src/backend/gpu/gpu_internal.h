@@ -39,23 +39,25 @@ static inline gpu_impl *gpu_be(const ds4rt_backend *be) { return (gpu_impl *)be-
  * by ctx_reserve for the largest batch, key count and compressed-row count, so no op allocates. */
 typedef struct gpu_workspace {
     ds4rt_limits lim;
-    ds4rt_dbuf *buf;          /* the device buffer the pointers below point into */
+    ds4rt_dbuf *buf;          /* the device buffer the views below are carved from */
     uint64_t bytes;
     /* grouped output projection */
-    float *og;                /* [rows][group_dim] one group's input */
-    float *olow;              /* [rows][Ro] one group's output */
-    float *low;               /* [rows][G*Ro] */
+    ds4rt_df32 og;            /* [rows][group_dim] one group's input */
+    ds4rt_df32 olow;          /* [rows][Ro] one group's output */
+    ds4rt_df32 low;           /* [rows][G*Ro] */
     /* MoE */
-    float *router;            /* [rows][E] router logits, then probabilities */
-    int32_t *sel;             /* [rows][k] chosen experts */
-    float *selw;              /* [rows][k] their weights */
-    float *eg, *eu;           /* [rows*k][F] expert gate/up, per (row, slot) */
-    float *yslot;             /* [rows][k][D] expert outputs per slot */
-    float *shg, *shu;         /* [rows][F*ns] shared expert */
-    float *shy;               /* [rows][D] */
+    ds4rt_df32 router;        /* [rows][E] router logits */
+    ds4rt_di32 sel;           /* [rows][k] chosen experts */
+    ds4rt_df32 selw;          /* [rows][k] their weights */
+    ds4rt_df32 eg, eu;        /* [rows*k][F] expert gate/up, per (row, slot) */
+    ds4rt_df32 yslot;         /* [rows][k][D] expert outputs per slot */
+    ds4rt_df32 shg, shu;      /* [rows][F*ns] shared expert */
+    ds4rt_df32 shy;           /* [rows][D] */
     /* kernel scratch the launchers ask for (…_scratch_bytes()) */
     void *kscratch;
     uint64_t kscratch_bytes;
+    /* converted activations of the products (grown when a shape needs more: gpu_act) */
+    ds4rt_dbuf *act;
 } gpu_workspace;
 
 typedef struct gpu_ctx {
@@ -76,6 +78,10 @@ static inline const int64_t *DPASS(ds4rt_dpass p) { return (const int64_t *)p.bu
 static inline const int32_t *DTOK(ds4rt_dpass p) {
     return (const int32_t *)((const uint8_t *)p.buf->ptr + DS4RT_PASS_HEADER_BYTES);
 }
+
+/* At least `need` bytes of activation scratch on the context (grown, outside any captured
+ * graph, the first time a shape needs more; counted as scratch). */
+ds4rt_status gpu_act(ds4rt_bctx *ctx, uint64_t need, void **ptr, uint64_t *bytes);
 
 /* A launcher's status as a ds4rt status naming the op (its message from ds4rt_gk_last_error). */
 ds4rt_status gpu_check(int gk_status, const char *op);
@@ -101,6 +107,8 @@ ds4rt_status gpu_synchronize(ds4rt_bctx *ctx);
 /* Bytes of kernel scratch (the launchers' ..._scratch_bytes()) the ops of a context need for
  * models of shape `hp` within `lim` (gpu_ops.c). */
 uint64_t gpu_kernel_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
+/* Bytes of converted activations the products need for `lim` (gpu_act's first size). */
+uint64_t gpu_mm_act_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
 
 /* The op table's ops of this backend (gpu_backend.c), for contexts to point at. */
 extern const ds4rt_backend_ops ds4rt_gpu_ops;

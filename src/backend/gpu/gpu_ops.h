@@ -13,6 +13,7 @@ bool gpu_op_present(ds4rt_op op);
  * gather compute with. */
 bool gpu_matmul_type(uint32_t type);
 bool gpu_get_rows_type(uint32_t type);
+bool gpu_hc_float_type(uint32_t type); /* hc_pre / hc_head's fn */
 
 /* Per family (defined where the family's kernels are in the build): the weight types its
  * kernels take and the kernel scratch its ops need (gpu_caps.c takes the largest). */
@@ -20,7 +21,12 @@ bool gpu_mm_type(uint32_t type);
 bool gpu_mm_rows_type(uint32_t type);
 uint64_t gpu_mm_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
 uint64_t gpu_attn_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
+bool gpu_hc_type(uint32_t type);
 uint64_t gpu_ops_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
+
+/* A backend weight as the matmul launchers take it (gpu_matmul.c). */
+struct ds4rt_gk_weight;
+struct ds4rt_gk_weight gpu_weight(const ds4rt_dweight *w);
 
 /* An op without a kernel in this build: DS4RT_ERR_BACKEND naming it (supports() said no). */
 ds4rt_status gpu_absent(ds4rt_op op);
