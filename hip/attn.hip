@@ -22,6 +22,18 @@
 #pragma clang fp contract(off)
 #endif
 
+#if defined(DS4RT_HIP_CPU)
+/* HIP-CPU marks kernels and device functions `simd` (vector clones, an optimisation of the
+ * emulation), which GCC refuses for struct arguments; plain functions run the same code. */
+#undef __global__
+#define __global__ __attribute__((flatten))
+#undef __device__
+#define __device__
+#define UNROLL
+#else
+#define UNROLL _Pragma("unroll")
+#endif
+
 /* ---- arithmetic rounded one operation at a time --------------------------------------------- */
 
 #if defined(__CUDACC__)
@@ -312,6 +324,7 @@ __global__ void kv_store_kernel(const void *pass, int64_t n, uint32_t dim, const
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= n * dim) return;
     const int64_t i = e / dim, j = e % dim;
+    if (i + cap < n) return; /* a later row of the pass takes this slot (the CPU's last write wins) */
     const int64_t slot = (pass_pos0(pass) + i) % cap;
     ring[(size_t)slot * dim + j] = src[e];
 }
@@ -573,6 +586,8 @@ extern "C" int ds4rt_gk_comp_rollback(const ds4rt_gk_comp_desc *c, const ds4rt_g
 #define IX_ROWS 16    /* indexer rows scored per block */
 #define IX_QMAX 8256  /* Hi * (d_i + 1) floats of the row's queries in shared memory */
 #define IX_HMAX 64    /* Hi */
+#define IX_RPT 8      /* rows a thread scores against one head */
+#define IX_MAX_GRID 1024 /* blocks per batch row; more tiles are walked by the same blocks */
 
 /* Scores of IX_ROWS visible rows for batch row blockIdx.y, each in the CPU's order: per head
  * a sequential dot, then the weighted relu terms summed over heads in head order. */
@@ -584,34 +599,46 @@ __global__ void index_score_kernel(const void *pass, uint32_t Hi, uint32_t di, u
     __shared__ float term[IX_ROWS * IX_HMAX];
     const int64_t i = blockIdx.y;
     const int64_t n_vis = (pass_pos0(pass) + i + 1) / 4;
-    const int64_t r0 = (int64_t)blockIdx.x * IX_ROWS;
-    if (n_vis <= (int64_t)topk || n_vis > max_comp || r0 >= n_vis) return;
-    const uint32_t nr = (uint32_t)(n_vis - r0 < IX_ROWS ? n_vis - r0 : IX_ROWS);
+    if (n_vis <= (int64_t)topk || n_vis > max_comp || (int64_t)blockIdx.x * IX_ROWS >= n_vis) return;
     const float *qi = iq + (size_t)i * Hi * di;
     for (uint32_t e = threadIdx.x; e < Hi * di; e += blockDim.x) q[(e / di) * (di + 1) + e % di] = qi[e];
     const float *wi = iw + (size_t)i * Hi;
-    for (uint32_t c0 = 0; c0 < di; c0 += 128) { /* d_i in slices of 128 dims */
-        const uint32_t cw = di - c0 < 128 ? di - c0 : 128;
-        __syncthreads();
-        for (uint32_t e = threadIdx.x; e < nr * cw; e += blockDim.x)
-            k[(e / cw) * 128 + e % cw] = rows[(size_t)(r0 + e / cw) * di + c0 + e % cw];
-        __syncthreads();
-        for (uint32_t p = threadIdx.x; p < nr * Hi; p += blockDim.x) {
-            const uint32_t h = p % Hi, c = p / Hi;
-            float dot = c0 == 0 ? 0.0f : term[c * IX_HMAX + h];
-            const float *qh = q + (size_t)h * (di + 1) + c0, *kc = k + c * 128;
-            for (uint32_t x = 0; x < cw; x++) dot = f_add(dot, f_mul(qh[x], kc[x]));
-            term[c * IX_HMAX + h] = dot;
+    /* a fixed grid walks the visible tiles (a tile is always one block's whole job) */
+    for (int64_t r0 = (int64_t)blockIdx.x * IX_ROWS; r0 < n_vis; r0 += (int64_t)gridDim.x * IX_ROWS) {
+        const uint32_t nr = (uint32_t)(n_vis - r0 < IX_ROWS ? n_vis - r0 : IX_ROWS);
+        for (uint32_t c0 = 0; c0 < di; c0 += 128) { /* d_i in slices of 128 dims */
+            const uint32_t cw = di - c0 < 128 ? di - c0 : 128;
+            __syncthreads();
+            for (uint32_t e = threadIdx.x; e < nr * cw; e += blockDim.x)
+                k[(e / cw) * 128 + e % cw] = rows[(size_t)(r0 + e / cw) * di + c0 + e % cw];
+            __syncthreads();
+            /* one thread: one head against IX_RPT rows, each dot still sequential in x (the
+             * query value is read once for the rows; the rows are broadcast across the warp) */
+            for (uint32_t m = threadIdx.x; m < Hi * (IX_ROWS / IX_RPT); m += blockDim.x) {
+                const uint32_t h = m % Hi, cb = (m / Hi) * IX_RPT;
+                if (cb >= nr) continue;
+                float dot[IX_RPT];
+                UNROLL
+                for (int r = 0; r < IX_RPT; r++) dot[r] = c0 == 0 ? 0.0f : term[(cb + r) * IX_HMAX + h];
+                const float *qh = q + (size_t)h * (di + 1) + c0, *kc = k + cb * 128;
+                for (uint32_t x = 0; x < cw; x++) {
+                    const float qv = qh[x];
+                    UNROLL
+                    for (int r = 0; r < IX_RPT; r++) dot[r] = f_add(dot[r], f_mul(qv, kc[r * 128 + x]));
+                }
+                UNROLL
+                for (int r = 0; r < IX_RPT; r++) term[(cb + r) * IX_HMAX + h] = dot[r];
+            }
         }
-    }
-    __syncthreads();
-    for (uint32_t c = threadIdx.x; c < nr; c += blockDim.x) {
-        float s = 0.0f;
-        for (uint32_t h = 0; h < Hi; h++) {
-            const float dot = term[c * IX_HMAX + h];
-            s = f_add(s, f_mul(f_mul(wi[h], wscale), dot > 0.0f ? dot : 0.0f));
+        __syncthreads();
+        for (uint32_t c = threadIdx.x; c < nr; c += blockDim.x) {
+            float sc = 0.0f;
+            for (uint32_t h = 0; h < Hi; h++) {
+                const float dot = term[c * IX_HMAX + h];
+                sc = f_add(sc, f_mul(f_mul(wi[h], wscale), dot > 0.0f ? dot : 0.0f));
+            }
+            scores[(size_t)i * max_comp + r0 + c] = sc;
         }
-        scores[(size_t)i * max_comp + r0 + c] = s;
     }
 }
 
@@ -648,7 +675,7 @@ __device__ uint32_t block_scan(uint32_t v, uint32_t *sh, uint32_t *total) {
 
 /* Top idx_topk of row blockIdx.x by a radix select of the threshold key (8 bits a pass over
  * shared histograms), then an ordered compaction: every key above it, and the ties in index
- * order until k are taken. */
+ * order until k are taken (ds4rt_topk_indices's rule). */
 __global__ void index_topk_kernel(const void *pass, uint32_t topk, int64_t max_comp, const float *scores,
                                   int32_t *sel, int32_t *n_sel) {
     __shared__ uint32_t hist[256];
@@ -694,18 +721,23 @@ __global__ void index_topk_kernel(const void *pass, uint32_t topk, int64_t max_c
         __syncthreads();
     }
     const uint32_t thr = s_prefix, ties = s_remaining;
-    uint32_t taken = 0, ties_seen = 0;
-    for (int64_t base = 0; base < n_vis; base += blockDim.x) {
-        const int64_t r = base + threadIdx.x;
-        const uint32_t u = r < n_vis ? order_key(v[r]) : 0u;
-        const uint32_t tie = r < n_vis && u == thr;
-        uint32_t n_ties, n_take;
-        const uint32_t tie_rank = ties_seen + block_scan(tie, scan, &n_ties);
-        const uint32_t take = r < n_vis && (u > thr || (tie && tie_rank < ties));
-        const uint32_t at = taken + block_scan(take, scan, &n_take);
-        if (take) out[at] = (int32_t)r;
-        taken += n_take;
-        ties_seen += n_ties;
+    /* ordered compaction: thread t owns the contiguous rows [t L, (t + 1) L); two block scans
+     * give its first tie's rank and its first output slot */
+    const int64_t L = (n_vis + blockDim.x - 1) / blockDim.x;
+    const int64_t b0 = (int64_t)threadIdx.x * L, b1 = b0 + L < n_vis ? b0 + L : n_vis;
+    uint32_t my_ties = 0, total;
+    for (int64_t r = b0; r < b1; r++) my_ties += order_key(v[r]) == thr;
+    const uint32_t tie0 = block_scan(my_ties, scan, &total);
+    uint32_t my_take = 0;
+    for (int64_t r = b0, tr = tie0; r < b1; r++) {
+        const uint32_t u = order_key(v[r]);
+        if (u > thr) my_take++;
+        else if (u == thr && tr++ < ties) my_take++;
+    }
+    uint32_t at = block_scan(my_take, scan, &total);
+    for (int64_t r = b0, tr = tie0; r < b1; r++) {
+        const uint32_t u = order_key(v[r]);
+        if (u > thr || (u == thr && tr++ < ties)) out[at++] = (int32_t)r;
     }
     if (threadIdx.x == 0) n_sel[i] = (int32_t)topk;
 }
@@ -729,8 +761,8 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
     const float wscale = (float)(1.0 / sqrt((double)idx_dim * idx_heads));
     float *scores = (float *)d_scratch;
     if (max_comp > (int64_t)idx_topk) {
-        const int64_t tiles = (max_comp + IX_ROWS - 1) / IX_ROWS;
-        if (tiles > 0x7fffffff) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "indexer_topk: %lld rows", (long long)max_comp);
+        int64_t tiles = (max_comp + IX_ROWS - 1) / IX_ROWS;
+        if (tiles > IX_MAX_GRID) tiles = IX_MAX_GRID;
         hipLaunchKernelGGL(index_score_kernel, dim3((unsigned)tiles, (unsigned)n), dim3(ROW_THREADS), 0,
                            (hipStream_t)stream, d_pass, idx_heads, idx_dim, idx_topk, max_comp, wscale, d_iq, d_iw,
                            d_rows, scores);
@@ -756,8 +788,11 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
 #define ATT_TK 8      /* keys per tile */
 #define ATT_DSL 512   /* dims of a key tile slice in shared memory */
 #define ATT_QMAX 4096 /* ATT_HG * dim floats of queries in shared memory (dim <= 4096) */
-#define ATT_THREADS (4 * DS4RT_WARP)
-#define ATT_OPT (ATT_QMAX / ATT_THREADS) /* output values a thread accumulates */
+#define ATT_THREADS (4 * DS4RT_WARP) /* the launch: 128 or 256 threads */
+/* Device-side sizes do not depend on DS4RT_WARP (hipcc's host pass may see another wavefront
+ * size than the device pass): they hold for any launch of 128..ATT_MAX_THREADS threads. */
+#define ATT_MAX_THREADS 256
+#define ATT_OPT 32 /* output values a thread accumulates: ATT_QMAX / 128 */
 #define ATT_PAIRS (ATT_HG * ATT_TK)
 
 typedef struct attn_args {
@@ -810,14 +845,23 @@ __device__ const float *key_row(const attn_args &a, const key_list &kl, int64_t 
     return a.comp + (size_t)j * a.dim;
 }
 
+/* The tile's scores: 2 heads x 2 keys per thread (a quarter of the shared-memory reads of one
+ * dot per thread), each dot split over the P = blockDim / 16 threads of its micro-tile and
+ * summed in part order. */
+#define ATT_MICRO 16 /* (ATT_HG / 2) x (ATT_TK / 2) micro-tiles */
+#define ATT_KS (ATT_DSL + 4) /* key row stride: rows 2 apart fall 8 banks apart */
+/* Values, when dim = dpt * blockDim with dpt <= ATT_FDPT: thread t owns dims t + j * blockDim
+ * of every head of the group, and reads each key value once for all heads. */
+#define ATT_FDPT (ATT_OPT / ATT_HG)
+
 __global__ void attn_partial_kernel(attn_args a) {
     __shared__ float sq[ATT_QMAX + ATT_HG];
-    __shared__ float sk[ATT_TK * (ATT_DSL + 1)];
-    __shared__ float sdot[ATT_THREADS];
+    __shared__ float sk[ATT_TK * ATT_KS];
+    __shared__ float sdot[4 * ATT_MAX_THREADS];
     __shared__ float sp[ATT_PAIRS];
     __shared__ float sm[ATT_HG], sl[ATT_HG], salpha[ATT_HG];
     __shared__ const float *skey[ATT_TK];
-    const unsigned tid = threadIdx.x;
+    const unsigned tid = threadIdx.x, nt = blockDim.x;
     const int64_t i = blockIdx.z;
     const uint32_t s = blockIdx.x, d = a.dim;
     const uint32_t h0 = blockIdx.y * a.hg;
@@ -830,48 +874,63 @@ __global__ void attn_partial_kernel(attn_args a) {
     float *part = a.part + (((size_t)i * a.heads + h0) * ATT_SPLITS + s) * (d + 2);
     const size_t head_step = (size_t)ATT_SPLITS * (d + 2);
     if (k0 >= k1) { /* an empty split: the combine skips it */
-        for (uint32_t h = tid; h < hc; h += blockDim.x) {
+        for (uint32_t h = tid; h < hc; h += nt) {
             part[h * head_step] = -INFINITY;
             part[h * head_step + 1] = 0.0f;
         }
         return;
     }
     const float *q = a.q + ((size_t)i * a.heads + h0) * d;
-    for (uint32_t e = tid; e < hc * d; e += blockDim.x) sq[(e / d) * (d + 1) + e % d] = q[e];
+    for (uint32_t e = tid; e < hc * d; e += nt) sq[(e / d) * (d + 1) + e % d] = q[e];
     if (tid < ATT_HG) {
         sm[tid] = -INFINITY;
         sl[tid] = 0.0f;
     }
     float acc[ATT_OPT];
-#pragma unroll
+    UNROLL
     for (int j = 0; j < ATT_OPT; j++) acc[j] = 0.0f;
-    const uint32_t parts = blockDim.x / ATT_PAIRS;
-    const uint32_t pair = tid % ATT_PAIRS, part_id = tid / ATT_PAIRS;
-    const uint32_t ph = pair / ATT_TK, pt = pair % ATT_TK;
+    const uint32_t P = nt / ATT_MICRO;
+    const uint32_t part_id = tid % P, micro = tid / P;
+    const uint32_t mh = (micro / (ATT_TK / 2)) * 2, mt = (micro % (ATT_TK / 2)) * 2;
     const uint32_t nslice = (d + ATT_DSL - 1) / ATT_DSL;
+    const uint32_t dpt = d / nt;
+    const bool fast = d % nt == 0 && dpt <= ATT_FDPT && nslice == 1;
 
     for (int64_t kt = k0; kt < k1; kt += ATT_TK) {
         const uint32_t tk = k1 - kt < ATT_TK ? (uint32_t)(k1 - kt) : ATT_TK;
         __syncthreads();
         if (tid < tk) skey[tid] = key_row(a, kl, i, kt + tid);
-        /* scores of the tile: each (head, key) dot split over `parts` threads */
-        float dot = 0.0f;
+        float d00 = 0.0f, d01 = 0.0f, d10 = 0.0f, d11 = 0.0f;
         for (uint32_t sl0 = 0; sl0 < d; sl0 += ATT_DSL) {
             const uint32_t wdt = d - sl0 < ATT_DSL ? d - sl0 : ATT_DSL;
             __syncthreads();
-            for (uint32_t e = tid; e < tk * wdt; e += blockDim.x)
-                sk[(e / wdt) * (ATT_DSL + 1) + e % wdt] = skey[e / wdt][sl0 + e % wdt];
+            for (uint32_t e = tid; e < ATT_TK * wdt; e += nt) {
+                const uint32_t t = e / wdt, x = e % wdt;
+                sk[t * ATT_KS + x] = t < tk ? skey[t][sl0 + x] : 0.0f;
+            }
             __syncthreads();
-            if (part_id < parts && ph < hc && pt < tk) {
-                const float *qh = sq + (size_t)ph * (d + 1) + sl0, *kr = sk + pt * (ATT_DSL + 1);
-                for (uint32_t x = part_id; x < wdt; x += parts) dot += qh[x] * kr[x];
+            /* micro-tiles past the group's heads read head 0 (their dots are never used) */
+            const float *q0 = sq + (size_t)(mh < hc ? mh : 0) * (d + 1) + sl0;
+            const float *q1 = sq + (size_t)(mh + 1 < hc ? mh + 1 : 0) * (d + 1) + sl0;
+            const float *r0 = sk + mt * ATT_KS, *r1 = r0 + ATT_KS;
+            for (uint32_t x = part_id; x < wdt; x += P) {
+                const float a0 = q0[x], a1 = q1[x], b0 = r0[x], b1 = r1[x];
+                d00 += a0 * b0;
+                d01 += a0 * b1;
+                d10 += a1 * b0;
+                d11 += a1 * b1;
             }
         }
-        sdot[tid] = dot;
+        sdot[(micro * 4 + 0) * P + part_id] = d00;
+        sdot[(micro * 4 + 1) * P + part_id] = d01;
+        sdot[(micro * 4 + 2) * P + part_id] = d10;
+        sdot[(micro * 4 + 3) * P + part_id] = d11;
         __syncthreads();
         if (tid < ATT_PAIRS) {
+            const uint32_t h = tid / ATT_TK, t = tid % ATT_TK;
+            const uint32_t m = (h / 2) * (ATT_TK / 2) + t / 2, c = (h % 2) * 2 + t % 2;
             float sum = 0.0f;
-            for (uint32_t p = 0; p < parts; p++) sum += sdot[p * ATT_PAIRS + tid];
+            for (uint32_t p = 0; p < P; p++) sum += sdot[(m * 4 + c) * P + p];
             sp[tid] = sum * a.scale;
         }
         __syncthreads();
@@ -891,35 +950,65 @@ __global__ void attn_partial_kernel(attn_args a) {
             salpha[tid] = alpha;
         }
         __syncthreads();
-        /* weighted values: the tile again (K = V), slice by slice */
+        /* weighted values: the tile again (K = V) */
+        if (fast) {
+            UNROLL
+            for (int hh = 0; hh < ATT_HG; hh++) {
+                const float al = (uint32_t)hh < hc ? salpha[hh] : 0.0f;
+                UNROLL
+                for (int jj = 0; jj < ATT_FDPT; jj++) acc[hh * ATT_FDPT + jj] *= al;
+            }
+            for (uint32_t t = 0; t < tk; t++) {
+                float kv[ATT_FDPT];
+                UNROLL
+                for (int jj = 0; jj < ATT_FDPT; jj++)
+                    kv[jj] = (uint32_t)jj < dpt ? sk[t * ATT_KS + tid + (uint32_t)jj * nt] : 0.0f;
+                UNROLL
+                for (int hh = 0; hh < ATT_HG; hh++) {
+                    const float p = (uint32_t)hh < hc ? sp[hh * ATT_TK + t] : 0.0f;
+                    UNROLL
+                    for (int jj = 0; jj < ATT_FDPT; jj++) acc[hh * ATT_FDPT + jj] += p * kv[jj];
+                }
+            }
+            continue;
+        }
         for (uint32_t sl0 = 0; sl0 < d; sl0 += ATT_DSL) {
             const uint32_t wdt = d - sl0 < ATT_DSL ? d - sl0 : ATT_DSL;
             if (nslice > 1) {
                 __syncthreads();
-                for (uint32_t e = tid; e < tk * wdt; e += blockDim.x)
-                    sk[(e / wdt) * (ATT_DSL + 1) + e % wdt] = skey[e / wdt][sl0 + e % wdt];
+                for (uint32_t e = tid; e < tk * wdt; e += nt)
+                    sk[(e / wdt) * ATT_KS + e % wdt] = skey[e / wdt][sl0 + e % wdt];
                 __syncthreads();
             }
-#pragma unroll
+            UNROLL
             for (int j = 0; j < ATT_OPT; j++) {
-                const uint32_t e = tid + (uint32_t)j * blockDim.x;
+                const uint32_t e = tid + (uint32_t)j * nt;
                 if (e >= hc * d) break;
                 const uint32_t h = e / d, x = e % d;
                 if (x < sl0 || x >= sl0 + wdt) continue;
                 float o = acc[j] * salpha[h];
-                for (uint32_t t = 0; t < tk; t++) o += sp[h * ATT_TK + t] * sk[t * (ATT_DSL + 1) + (x - sl0)];
+                for (uint32_t t = 0; t < tk; t++) o += sp[h * ATT_TK + t] * sk[t * ATT_KS + (x - sl0)];
                 acc[j] = o;
             }
         }
     }
     __syncthreads();
-    for (uint32_t h = tid; h < hc; h += blockDim.x) {
+    for (uint32_t h = tid; h < hc; h += nt) {
         part[h * head_step] = sm[h];
         part[h * head_step + 1] = sl[h];
     }
-#pragma unroll
+    if (fast) {
+        UNROLL
+        for (int hh = 0; hh < ATT_HG; hh++)
+            UNROLL
+            for (int jj = 0; jj < ATT_FDPT; jj++)
+                if ((uint32_t)hh < hc && (uint32_t)jj < dpt)
+                    part[hh * head_step + 2 + tid + (uint32_t)jj * nt] = acc[hh * ATT_FDPT + jj];
+        return;
+    }
+    UNROLL
     for (int j = 0; j < ATT_OPT; j++) {
-        const uint32_t e = tid + (uint32_t)j * blockDim.x;
+        const uint32_t e = tid + (uint32_t)j * nt;
         if (e >= hc * d) break;
         part[(e / d) * head_step + 2 + e % d] = acc[j];
     }
