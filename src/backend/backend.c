@@ -105,6 +105,18 @@ static const char *const OP_NAMES[DS4RT_OP_COUNT] = {
     [DS4RT_OP_DSPARK_CONFIDENCE] = "dspark_confidence",
 };
 
+bool ds4rt_backend_has_cache(const ds4rt_backend *be) { return be->cache_expand != NULL; }
+bool ds4rt_backend_unified(const ds4rt_backend *be) { return be->unified; }
+
+ds4rt_status ds4rt_backend_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes) {
+    *bytes = 0;
+    if (be->cache_expand == NULL)
+        return ds4rt_fail(DS4RT_ERR_BACKEND, "backend %s has no Q8_0->F16 cache", ds4rt_backend_name(be));
+    return be->cache_expand(be, w, bytes);
+}
+
+uint64_t ds4rt_backend_cache_hits(const ds4rt_backend *be) { return be->cache_hits ? be->cache_hits(be) : 0; }
+
 const char *ds4rt_op_name(ds4rt_op op) { return (unsigned)op < DS4RT_OP_COUNT ? OP_NAMES[op] : "?"; }
 
 ds4rt_status ds4rt_backend_require(const ds4rt_backend *be, ds4rt_op op, uint32_t type, const char *what) {

@@ -81,7 +81,9 @@ static int gpu_device_count(void) {
 
 static void gpu_close(ds4rt_backend *be) {
     gpu_impl *g = gpu_be(be);
-    if (g != NULL) ds4rt_gk_stream_destroy(g->load_stream);
+    if (g == NULL) return;
+    gpu_cache_free(be);
+    ds4rt_gk_stream_destroy(g->load_stream);
 }
 
 static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
@@ -110,6 +112,12 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
     be->n_threads = n_threads;
     be->impl = g;
     be->close = gpu_close;
+    be->unified = g->integrated != 0;
+#ifdef DS4RT_GPU_HAVE_MM
+    /* the cache needs the F16 products */
+    be->cache_expand = gpu_cache_expand;
+    be->cache_hits = gpu_cache_hits;
+#endif
     *out = be;
     return DS4RT_OK;
 }

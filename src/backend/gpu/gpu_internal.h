@@ -9,6 +9,7 @@
 #ifndef DS4RT_GPU_INTERNAL_H
 #define DS4RT_GPU_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -22,6 +23,14 @@
         if (st_ != DS4RT_OK) return st_;                                      \
     } while (0)
 
+/* An F16 copy of a Q8_0 matrix (the expansion cache, gpu_cache.c). */
+typedef struct gpu_cache_entry {
+    const uint8_t *src;       /* the Q8_0 matrix's device address */
+    int64_t rows, cols;
+    uint64_t row_bytes;
+    ds4rt_dbuf *f16;          /* [rows][cols] IEEE half */
+} gpu_cache_entry;
+
 /* The backend's own data (ds4rt_backend.impl). */
 typedef struct gpu_impl {
     char device_name[160];
@@ -31,6 +40,10 @@ typedef struct gpu_impl {
     /* weight binding on a unified-memory device: views made, and uploads made instead (with why) */
     uint32_t weight_views, weight_view_fallbacks;
     char weight_view_reason[200];
+    /* the Q8->F16 expansion cache */
+    gpu_cache_entry *cache;
+    size_t n_cache, cap_cache;
+    _Atomic uint64_t cache_hits;
 } gpu_impl;
 
 static inline gpu_impl *gpu_be(const ds4rt_backend *be) { return (gpu_impl *)be->impl; }
@@ -104,6 +117,13 @@ int gpu_ctx_threads(const ds4rt_bctx *ctx);
 ds4rt_status gpu_upload(ds4rt_bctx *ctx, ds4rt_dbuf *dst, uint64_t off, const void *src, uint64_t bytes);
 ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *dst, uint64_t bytes);
 ds4rt_status gpu_synchronize(ds4rt_bctx *ctx);
+/* The Q8->F16 cache (gpu_cache.c): expand `w`; the F16 view of `w` (or of a block of its
+ * rows) if it has a copy, counting a hit; products that used one; release every copy. */
+ds4rt_status gpu_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes);
+bool gpu_cache_find(ds4rt_backend *be, const ds4rt_dweight *w, ds4rt_dweight *f16);
+uint64_t gpu_cache_hits(const ds4rt_backend *be);
+void gpu_cache_free(ds4rt_backend *be);
+
 /* Bytes of kernel scratch (the launchers' ..._scratch_bytes()) the ops of a context need for
  * models of shape `hp` within `lim` (gpu_ops.c). */
 uint64_t gpu_kernel_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);

@@ -36,6 +36,8 @@ uint64_t gpu_mm_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim) 
 }
 
 ds4rt_status gpu_matmul(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_df32 x, int64_t n, ds4rt_df32 y) {
+    ds4rt_dweight f16;
+    if (gpu_cache_find(ctx->be, w, &f16)) w = &f16; /* the expansion cache's copy, at every n */
     ds4rt_gk_weight gw = gpu_weight(w);
     void *scratch;
     uint64_t bytes;
