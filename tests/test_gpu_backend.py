@@ -273,16 +273,58 @@ def test_dspark_on_the_gpu_drafts_for_every_head_dtype(tmp_path_factory, head_dt
     assert all(ms > 0 for ms in st["stage_ms"][: d.info["n_stages"]])
 
 
+# ---- the Q8->F16 expansion cache on the GPU (issue 10) --------------------------------------
+
+
 @needs_every_op
-def test_support_model_changes_neither_cache_nor_logits(fl):
-    m = ds4rt.Model(str(fl.target), backend=GPU["name"], cache="on")
+def test_the_cache_expands_q8_0_matrices_and_is_used(qu):
+    """on: the dense Q8_0 matrices and the head get F16 copies that the products use (hits),
+    at every batch size alike (batch invariance holds with the cache on); auto and off expand
+    nothing and say why."""
+    on = ds4rt.Model(str(qu.target), backend=GPU["name"], cache="on")
+    c = on.info["cache"]
+    assert c["active"] and c["bytes"] > 0 and c["fallbacks"] == 0, c
+    for policy in ("auto", "off"):
+        c2 = ds4rt.Model(str(qu.target), backend=GPU["name"], cache=policy).info["cache"]
+        assert not c2["active"] and c2["bytes"] == 0 and c2["reason"], c2
+    toks = ids(12, 4)
+    s = on.session(max_batch=8)
+    batched = s.logits(toks[:6])
+    assert on.info["cache"]["hits"] > 0
+    one = on.session(max_batch=8)
+    alone = np.concatenate([one.logits([t]) for t in toks[:6]])
+    assert np.array_equal(batched, alone)
+    # F16 products instead of Q8_0 ones: a different arithmetic, within the quant tolerance
+    off = ds4rt.Model(str(qu.target), backend=GPU["name"], cache="off").session(max_batch=8)
+    ref = off.logits(toks[:6])
+    assert all(rel(batched[i], ref[i]) <= LOGIT_TOL["quant"] for i in range(6))
+
+
+@needs_every_op
+def test_the_cache_budget_and_its_fallbacks_are_counted(qu):
+    full = ds4rt.Model(str(qu.target), backend=GPU["name"], cache="on").info["cache"]["bytes"]
+    c = ds4rt.Model(
+        str(qu.target), backend=GPU["name"], cache="on", cache_budget=full // 2
+    ).info["cache"]
+    assert 0 < c["bytes"] <= full // 2 and c["fallbacks"] > 0, c
+    assert "over the budget" in c["reason"], c
+
+
+@needs_every_op
+def test_support_model_changes_neither_cache_nor_logits(qu):
+    """ds4's ROCm build switched the cache off when a support model loaded; here loading and
+    attaching one changes neither the cache's bytes nor the target's logits."""
+    m = ds4rt.Model(str(qu.target), backend=GPU["name"], cache="on")
     toks = ids(20, 9)
     cache_before = dict(m.info["cache"])
+    assert cache_before["bytes"] > 0
     before = m.session(max_batch=8).logits(toks)
-    d = ds4rt.DSpark(m, str(fl.support))
+    d = ds4rt.DSpark(m, str(qu.support))
     s = m.session(max_batch=8)
     d.attach(s)
     attached = s.logits(toks)
     assert np.array_equal(before, attached)
-    after = {k: v for k, v in m.info["cache"].items() if k != "hits"}
-    assert after == {k: v for k, v in cache_before.items() if k != "hits"}
+    after = m.info["cache"]
+    assert {k: v for k, v in after.items() if k != "hits"} == {
+        k: v for k, v in cache_before.items() if k != "hits"
+    }
