@@ -3,7 +3,8 @@
 ds4rt, on one GGUF (docs/GPU.md, "Measuring"; docs/PERFORMANCE.md records results).
 
     python tools/bench_gpu.py --target FILE.gguf [--backends cpu,cuda] [--sizes 1,2,4,6,8,16]
-                              [--prefill 512] [--repeats 5] [--budget-s 120] [--out OUT.json]
+                              [--prefill 512] [--repeats 5] [--budget-s 120] [--cache off,on]
+                              [--out OUT.json]
 
 Per backend, after a 64-token context: decode (one token per pass, its logits row read back),
 verify passes of n tokens (all n logits rows read back, as speculative verification does), and
@@ -11,7 +12,8 @@ one prefill pass of --prefill tokens (the logits of its last row only). Each fig
 median over --repeats repeats (each repeat times several passes and takes their mean), in wall
 microseconds per pass and per token. A backend whose cost is too high for the time budget
 (e.g. the CPU on a real-width file) is cut short and says so ("truncated": true) rather than
-being left out. Prints JSON (and writes it to --out).
+being left out. --cache runs each backend once per Q8->F16 cache policy listed (docs/CACHE.md:
+"on" against "off" is the measurement `auto` waits for). Prints JSON (and writes it to --out).
 """
 
 from __future__ import annotations
@@ -40,15 +42,16 @@ def timed_passes(s, ctx, chunk, k):
     return total / k
 
 
-def bench_backend(path, backend, sizes, prefill, repeats, budget_s):
+def bench_backend(path, backend, cache, sizes, prefill, repeats, budget_s):
     t_load = time.perf_counter()
-    m = ds4rt.Model(path, backend=backend)
+    m = ds4rt.Model(path, backend=backend, cache=cache)
     load_s = time.perf_counter() - t_load
     rng = np.random.default_rng(0)
     ctx = [0] + rng.integers(3, m.n_vocab, 63).tolist()
     start = time.perf_counter()
     out = {
         "backend": backend,
+        "cache_policy": cache,
         "device": m.info["device"],
         "load_s": load_s,
         "memory": m.info["memory"],
@@ -116,7 +119,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,2,4,6,8,16")
     ap.add_argument("--prefill", type=int, default=512)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--budget-s", type=float, default=120.0, help="per backend")
+    ap.add_argument("--budget-s", type=float, default=120.0, help="per backend and policy")
+    ap.add_argument("--cache", default="auto", help="Q8->F16 cache policies, comma separated")
     ap.add_argument("--out")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -127,12 +131,17 @@ def main() -> None:
         "results": [],
     }
     for b in args.backends.split(","):
-        try:
-            res["results"].append(
-                bench_backend(args.target, b, sizes, args.prefill, args.repeats, args.budget_s)
-            )
-        except ds4rt.errors.Ds4rtError as e:
-            res["results"].append({"backend": b, "error": f"{type(e).__name__}: {e}"})
+        for cache in args.cache.split(","):
+            try:
+                res["results"].append(
+                    bench_backend(
+                        args.target, b, cache, sizes, args.prefill, args.repeats, args.budget_s
+                    )
+                )
+            except ds4rt.errors.Ds4rtError as e:
+                res["results"].append(
+                    {"backend": b, "cache_policy": cache, "error": f"{type(e).__name__}: {e}"}
+                )
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:

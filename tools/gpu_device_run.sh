@@ -109,12 +109,12 @@ import tinymodel
 r = tinymodel.generate(tempfile.mkdtemp(), config="quant")
 out = os.path.join(os.environ["OUT"], "bench_gpu_tiny.json")
 cmd = [sys.executable, "tools/bench_gpu.py", "--target", str(r.target), "--backends", "cpu,cuda",
-       "--budget-s", "20", "--out", out]
+       "--cache", "off,on", "--budget-s", "15", "--out", out]
 sys.exit(subprocess.run(cmd).returncode)
 EOF
 if [ -n "$TARGET" ]; then
-    step bench_gpu 200 "$PY" tools/bench_gpu.py --target "$TARGET" --backends cuda,cpu --budget-s 80 \
-        --out "$OUT/bench_gpu.json"
+    step bench_gpu 240 "$PY" tools/bench_gpu.py --target "$TARGET" --backends cuda,cpu --cache off,on \
+        --budget-s 50 --out "$OUT/bench_gpu.json"
 fi
 
 echo "]" >> "$STEPS"
