@@ -400,3 +400,24 @@ def test_chat_with_thinking(pair, client):
     deltas = [e["choices"][0]["delta"] for e in events[:-1] if e["choices"]]
     assert "".join(d.get("reasoning_content") or "" for d in deltas) == head
     assert "".join(d.get("content") or "" for d in deltas) == tail
+
+
+def test_stream_cancel_from_another_thread(pair):
+    """Stream.cancel(): the server's way to stop a generation whose client went away while its
+    own thread reads the stream; returns at once, the iteration ends, INTERRUPTED."""
+    import threading
+
+    model, dspark = pair
+    with model.session(n_ctx=4096, max_batch=32) as s:
+        stream = s.stream([0, 1, 2], max_tokens=3000, stop_at_eos=False, dspark=dspark)
+        it = iter(stream)
+        first = next(it)
+        t = threading.Thread(target=stream.cancel)
+        t.start()
+        t.join(5)
+        rest = list(it)
+        r = stream.result
+        assert r is not None and r.stop_reason is ds4rt.StopReason.INTERRUPTED
+        assert len(r.ids) < 3000 and r.ids == first.ids + [i for p in rest for i in p.ids]
+        assert s.position == 3 + len(r.ids)
+        assert s.generate([5], max_tokens=2).ids  # the session is free again

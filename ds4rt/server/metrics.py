@@ -187,8 +187,9 @@ def _spec_families(t: dict[str, Any]) -> Iterator[Metric]:
         if k in _LABELLED or k in _DERIVED or isinstance(v, (dict, list)):
             continue
         if k in LEVEL_FIELDS or k in _SIGNED_TIMERS:
+            base = k.replace("_ms_avg", "_avg")  # decode_ms_avg -> ds4rt_dspark_decode_avg_seconds
             g = GaugeMetricFamily(
-                f"ds4rt_dspark_{k}" + ("_seconds" if isinstance(v, float) else ""),
+                f"ds4rt_dspark_{base}" + ("_seconds" if isinstance(v, float) else ""),
                 f"ds4rt_spec_stats.{k}" + (" (a level)" if k in LEVEL_FIELDS else " (summed)"),
             )
             g.add_metric([], v / 1000.0 if isinstance(v, float) else v)
