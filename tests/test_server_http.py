@@ -378,3 +378,27 @@ def test_ds4_cli_serve_from_the_command_line(tmp_path):
             p.wait()
     stats = [line for line in rest.splitlines() if "DSpark stats (all requests)" in line]
     assert len(stats) == 1 and " tokens=6 " in stats[0], rest
+
+
+def test_a_client_leaving_the_queue_never_generates(pair):
+    model, dspark = pair
+    with LiveServer(engine(model, dspark, sessions=1, queue=4, n_ctx=512)) as srv:
+        body = {"prompt": [0, 5, 6], "max_tokens": 400, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body, timeout=TIMEOUT) as r:
+            lines = r.iter_lines()  # kept: a dropped iterator closes the response
+            next(lines)  # the one session is busy
+            queued = json.dumps({"prompt": [0, 1], "max_tokens": 400}).encode()
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT) as s:
+                s.sendall(_post("/v1/completions", queued))
+                deadline = time.monotonic() + 10
+                while httpx.get(srv.url + "/health").json()["waiting"] != 1:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+            deadline = time.monotonic() + 10  # the client is gone: it leaves the queue
+            while httpx.get(srv.url + "/health").json()["waiting"] != 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        wait_idle(srv)
+        page = httpx.get(srv.url + "/metrics").text
+        assert metric(page, "ds4rt_requests_rejected_total", reason="client_disconnected") == 1
+        assert metric(page, "ds4rt_request_queue_time_seconds_count") == 1  # only the stream

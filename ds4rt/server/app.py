@@ -85,6 +85,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone away (the body has been read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _watch_disconnect(request: Request, gen: Generation) -> None:
     """Cancels gen when the client goes away (the body has been read, so the next message the
     server gets for this request is the disconnect)."""
@@ -134,7 +140,8 @@ class _Handlers:
                 reason = {429: "queue_full", 503: "shutting_down"}.get(e.status, e.code or e.type)
                 metrics.rejected.labels(reason).inc()
                 response = e.response()
-            except ClientDisconnect:
+            except ClientDisconnect:  # gone while its body was read or while it was queued
+                metrics.rejected.labels("client_disconnected").inc()
                 response = Response(status_code=499)
             metrics.requests.labels(name, str(response.status_code)).inc()
             return response
@@ -143,9 +150,28 @@ class _Handlers:
 
     # ---- generation -------------------------------------------------------------------------
 
-    async def _start(self, job: Job) -> Generation:
+    async def _acquire(self, request: Request) -> Any:
+        """A session, or ClientDisconnect if the client leaves while the request is queued."""
+        pool = self.engine.pool
+        if pool.busy < pool.size and not pool.waiting:
+            return await pool.acquire()
+        acquiring = asyncio.ensure_future(pool.acquire())
+        gone = asyncio.ensure_future(_disconnected(request))
         try:
-            session = await self.engine.pool.acquire()
+            await asyncio.wait({acquiring, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            acquiring.cancel()
+            raise
+        finally:
+            gone.cancel()  # a receive that is cancelled consumes no message
+        if acquiring.done():
+            return acquiring.result()
+        acquiring.cancel()  # hands back a session given to it meanwhile (SessionPool.acquire)
+        raise ClientDisconnect()
+
+    async def _start(self, request: Request, job: Job) -> Generation:
+        try:
+            session = await self._acquire(request)
         except QueueFull as e:
             raise APIError(429, str(e), type="rate_limit_error", code="queue_full") from None
         except ShuttingDown as e:
@@ -157,7 +183,7 @@ class _Handlers:
 
     async def _whole(self, request: Request, job: Job) -> tuple[str, GenerationResult, str]:
         """Runs a job to its end: (text, result, finish_reason); an APIError on failure."""
-        gen = await self._start(job)
+        gen = await self._start(request, job)
         watcher = asyncio.create_task(_watch_disconnect(request, gen))
         first: float | None = None
         text: list[str] = []
@@ -185,7 +211,7 @@ class _Handlers:
         raise AssertionError("the generation ended without a result")
 
     async def _stream(self, request: Request, job: Job) -> AsyncIterator[str]:
-        gen = await self._start(job)
+        gen = await self._start(request, job)
         # watched from here, so a client gone before the body iterator starts still cancels it
         watcher = asyncio.create_task(_watch_disconnect(request, gen))
         return self._events(job, gen, watcher)
