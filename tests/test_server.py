@@ -421,3 +421,27 @@ def test_stream_cancel_from_another_thread(pair):
         assert len(r.ids) < 3000 and r.ids == first.ids + [i for p in rest for i in p.ids]
         assert s.position == 3 + len(r.ids)
         assert s.generate([5], max_tokens=2).ids  # the session is free again
+
+
+def test_serve_without_the_extra_says_what_to_install(tmp_path):
+    """Without the server extra's packages, `ds4-cli serve` is a one-line usage error naming
+    the extra; `import ds4rt` and `import ds4rt.server` still work."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('starlette', 'uvicorn'):\n"
+        "            raise ImportError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import ds4rt, ds4rt.server\n"
+        "from ds4rt.cli import main\n"
+        "sys.exit(main(['serve', '--port', '0']))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert r.returncode == 2, r.stderr
+    assert "pip install 'ds4rt[server]'" in r.stderr and "Traceback" not in r.stderr

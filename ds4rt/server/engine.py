@@ -73,7 +73,7 @@ class ServerEngine:
         self.pool = SessionPool(sessions, config.queue)
         self.metrics = Metrics()
         self.metrics.pool = self.pool
-        self.metrics.model_info = model.info
+        self.metrics.model = model
         self.metrics.spec_total = dict(sessions[0].spec_stats())  # the fields, all zero
         self.metrics.add_spec_stats({})
 

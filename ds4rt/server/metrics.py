@@ -133,7 +133,8 @@ class _SpecCollector:
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)
             yield g
-        info = self.m.model_info
+        model = self.m.model
+        info = model.info if model is not None and not model.closed else None
         if info:
             cache = GaugeMetricFamily(
                 "ds4rt_cache_bytes", "Q8->F16 expansion cache bytes (docs/CACHE.md)"
@@ -213,7 +214,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
         self.pool: Any = None
-        self.model_info: dict[str, Any] | None = None
+        self.model: Any = None  # read at each scrape: the cache grows as it is used
         self.spec_total: dict[str, Any] = {}
         self.prompt_rate = RateWindow()
         self.generation_rate = RateWindow()
