@@ -70,6 +70,7 @@ def test_chat_equals_the_python_api(pair, client):
         "prompt_tokens": n_prompt,
         "completion_tokens": len(want.ids),
         "total_tokens": n_prompt + len(want.ids),
+        "prompt_tokens_details": {"cached_tokens": doc["ds4rt"]["cached_tokens"]},
     }
     ext = doc["ds4rt"]
     assert ext["dspark"] is True and ext["decoding"] == "dspark"
@@ -445,3 +446,62 @@ def test_serve_without_the_extra_says_what_to_install(tmp_path):
     )
     assert r.returncode == 2, r.stderr
     assert "pip install 'ds4rt[server]'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_prompt_that_extends_a_context_evaluates_only_the_new_tokens(pair):
+    """Prefix reuse: a request whose prompt extends what an idle session holds (the last
+    prompt + its generated ids) gets that session and evaluates only the rest; the output is
+    the same as from an empty context (and with reuse off, nothing is kept)."""
+    model, dspark = pair
+    for reuse in (True, False):
+        with TestClient(
+            create_app(engine(model, dspark, sessions=2, n_ctx=256, reuse_prefix=reuse))
+        ) as c:
+            first = [0, 17, 42, 99]
+            a = c.post(
+                "/v1/completions", json={"prompt": first, "max_tokens": 6, "ignore_eos": True}
+            ).json()
+            gen = model.tokenize(a["choices"][0]["text"])
+            again = alone(model, dspark, first, max_tokens=6, stop_at_eos=False).ids
+            follow = first + again + [5, 6]
+            b = c.post(
+                "/v1/completions", json={"prompt": follow, "max_tokens": 8, "ignore_eos": True}
+            ).json()
+            want = alone(model, dspark, follow, max_tokens=8, stop_at_eos=False)
+            assert b["choices"][0]["text"] == want.text
+            cached = len(first) + len(again) if reuse else 0
+            assert b["usage"]["prompt_tokens_details"]["cached_tokens"] == cached
+            assert b["ds4rt"]["timings"]["prompt_tokens"] == len(follow) - cached
+            assert b["usage"]["prompt_tokens"] == len(follow)
+            page = c.get("/metrics").text
+            assert metric(page, "ds4rt_prefix_cache_hits_total") == cached
+            assert metric(page, "ds4rt_prefix_cache_queries_total") == len(first) + len(follow)
+            # a prompt that diverges starts from an empty context, with the same output
+            other = [0, 17, 43]
+            o = c.post("/v1/completions", json={"prompt": other, "max_tokens": 5}).json()
+            assert o["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+            assert o["choices"][0]["text"] == alone(model, dspark, other, max_tokens=5).text
+            del gen
+
+
+def test_a_chat_resent_with_a_new_turn(pair):
+    model, dspark = pair
+    with TestClient(create_app(engine(model, dspark, sessions=1, n_ctx=512))) as c:
+        msgs = [{"role": "user", "content": PROMPT}]
+        one = c.post("/v1/chat/completions", json={"messages": msgs, "max_tokens": 10}).json()
+        reply = one["choices"][0]["message"]["content"]
+        msgs += [{"role": "assistant", "content": reply}, {"role": "user", "content": "More."}]
+        two = c.post("/v1/chat/completions", json={"messages": msgs, "max_tokens": 10}).json()
+        ids = model.encode_chat(msgs)
+        assert (
+            two["choices"][0]["message"]["content"] == alone(model, dspark, ids, max_tokens=10).text
+        )
+        # the session held turn one's prompt and generated ids: kept where the resent history
+        # renders to exactly those ids
+        first = model.encode_chat(msgs[:1])
+        held = first + alone(model, dspark, first, max_tokens=10).ids
+        from ds4rt.server.pool import reusable
+
+        cached = two["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert cached == reusable(held, ids)
+        print("chat turn two reused", cached, "of", len(ids), "held", len(held))

@@ -47,6 +47,7 @@ from .schemas import (
     CompletionRequest,
     ModelCard,
     ModelList,
+    PromptTokensDetails,
     Usage,
 )
 
@@ -65,7 +66,10 @@ def _sse(obj: BaseModel | dict[str, Any]) -> str:
 def _usage(job: Job, result: GenerationResult) -> Usage:
     n = len(result.ids)
     return Usage(
-        prompt_tokens=len(job.prompt_ids), completion_tokens=n, total_tokens=len(job.prompt_ids) + n
+        prompt_tokens=len(job.prompt_ids),
+        completion_tokens=n,
+        total_tokens=len(job.prompt_ids) + n,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=job.cached_tokens),
     )
 
 
@@ -150,12 +154,12 @@ class _Handlers:
 
     # ---- generation -------------------------------------------------------------------------
 
-    async def _acquire(self, request: Request) -> Any:
+    async def _acquire(self, request: Request, prompt: list[int]) -> Any:
         """A session, or ClientDisconnect if the client leaves while the request is queued."""
         pool = self.engine.pool
         if pool.busy < pool.size and not pool.waiting:
-            return await pool.acquire()
-        acquiring = asyncio.ensure_future(pool.acquire())
+            return await pool.acquire(prompt)
+        acquiring = asyncio.ensure_future(pool.acquire(prompt))
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             await asyncio.wait({acquiring, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -171,13 +175,23 @@ class _Handlers:
 
     async def _start(self, request: Request, job: Job) -> Generation:
         try:
-            session = await self._acquire(request)
+            session = await self._acquire(request, job.prompt_ids)
         except QueueFull as e:
             raise APIError(429, str(e), type="rate_limit_error", code="queue_full") from None
         except ShuttingDown as e:
             raise APIError(503, str(e), type="server_error", code="shutting_down") from None
         self.engine.metrics.queue_time.observe(time.perf_counter() - job.arrived)
-        gen = Generation(session, job.prompt_ids, job.options, job.dspark, self.engine.pool.release)
+        pool = self.engine.pool
+        gen = Generation(
+            session,
+            job.prompt_ids,
+            job.options,
+            job.dspark,
+            pool.release,
+            pool.contexts[id(session)],
+            self.engine.config.reuse_prefix,
+        )
+        job.cached_tokens = gen.reused
         gen.start()
         return gen
 

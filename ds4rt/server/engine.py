@@ -53,6 +53,7 @@ class Job:
     include_usage: bool
     think: str
     arrived: float  # time.perf_counter() when the request arrived
+    cached_tokens: int = 0  # prompt tokens the session's context already held
 
 
 class ServerEngine:
@@ -69,6 +70,9 @@ class ServerEngine:
         sessions = [
             model.session(n_ctx=config.n_ctx, max_batch=batch) for _ in range(config.sessions)
         ]
+        if dspark is not None:  # from the first token on, so a kept context has its drafts
+            for s in sessions:
+                dspark.attach(s)
         self.n_ctx = sessions[0].n_ctx
         self.pool = SessionPool(sessions, config.queue)
         self.metrics = Metrics()
@@ -236,6 +240,8 @@ class ServerEngine:
             return
         t = result.timings
         m.prompt_tokens.inc(t.prompt_tokens)
+        m.prefix_queries.inc(len(job.prompt_ids))
+        m.prefix_hits.inc(job.cached_tokens)
         m.generation_tokens.inc(t.generated_tokens)
         m.prompt_rate.add(t.prompt_tokens)
         m.prefill_time.observe(t.prompt_seconds)
@@ -251,6 +257,7 @@ class ServerEngine:
         t = result.timings
         return {
             "stop_reason": str(result.stop_reason),
+            "cached_tokens": job.cached_tokens,
             "stop_string": result.stop_string,
             "seed": result.seed,
             "dspark": job.dspark is not None,

@@ -244,6 +244,16 @@ class Metrics:
             registry=r,
         )
         self.prompt_tokens = Counter("ds4rt_prompt_tokens", "prompt tokens evaluated", registry=r)
+        self.prefix_queries = Counter(
+            "ds4rt_prefix_cache_queries",
+            "prompt tokens of requests that generated (vLLM's name)",
+            registry=r,
+        )
+        self.prefix_hits = Counter(
+            "ds4rt_prefix_cache_hits",
+            "of them, tokens a session's context already held, not evaluated again (vLLM's name)",
+            registry=r,
+        )
         self.generation_tokens = Counter("ds4rt_generation_tokens", "tokens generated", registry=r)
         self.ttft = Histogram(
             "ds4rt_time_to_first_token_seconds",
