@@ -169,24 +169,62 @@ def test_ds4_curl_request(live):
     assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-1])
 
 
-def _complete(url, prompt, n):
+def _complete(url, prompt, n, **extra):
     r = httpx.post(
         url + "/v1/completions",
-        json={"prompt": prompt, "max_tokens": n, "ignore_eos": True},
+        json={"prompt": prompt, "max_tokens": n, "ignore_eos": True, **extra},
         timeout=TIMEOUT,
     )
     assert r.status_code == 200, r.text
     return r.json()["choices"][0]["text"]
 
 
+def _request(url, job):
+    """A completion or a chat, streamed or whole: its text."""
+    kind, prompt, n, extra = job
+    if kind == "completion":
+        return _complete(url, prompt, n, **extra)
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": n, **extra}
+    if not extra.get("stream"):
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=TIMEOUT)
+        return r.json()["choices"][0]["message"]["content"]
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=TIMEOUT) as r:
+        events = sse_events(r.iter_lines())
+    assert events[-1] == "[DONE]"
+    return "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-1])
+
+
 def test_many_clients_at_once(live):
-    """6 clients on 2 sessions (4 wait in the queue): each gets what it gets alone."""
-    jobs = [([0, 17 + i, 42], 8 + 2 * i) for i in range(6)]
-    alone = [_complete(live.url, p, n) for p, n in jobs]
+    """9 clients on 2 sessions (7 wait in the queue), greedy and sampled (seeded), completions
+    and chats, streamed and whole: each gets what it gets alone."""
+    jobs = [("completion", [0, 17 + i, 42], 8 + 2 * i, {}) for i in range(3)]
+    # sampled: a seed fixes the draws when the drafts do not depend on timing (plain decoding,
+    # or a scheduler that is not adaptive; docs/SERVER.md, "Seeds")
+    fixed = {"scheduler": "always", "confidence": 0.0, "max_draft": 3}
+    jobs += [("completion", [0, 30], 10, {"temperature": 0.9, "seed": 1, "dspark": False})]
+    jobs += [("completion", [0, 31], 10, {"temperature": 0.9, "seed": 2, "dspark": fixed})]
+    jobs += [
+        (
+            "completion",
+            [0, 32],
+            10,
+            {"temperature": 0.8, "seed": 3, "dspark": {"measured_costs": False}},
+        )
+    ]
+    jobs += [("chat", f"Question {i}?", 9, {"stream": i == 1}) for i in range(2)]
+    jobs += [
+        (
+            "chat",
+            "Say more.",
+            7,
+            {"temperature": 0.7, "top_p": 0.9, "seed": 5, "stream": True, "dspark": fixed},
+        )
+    ]
+    alone = [_request(live.url, j) for j in jobs]
     wait_idle(live)
     page = httpx.get(live.url + "/metrics").text
     with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
-        together = list(ex.map(lambda j: _complete(live.url, *j), jobs))
+        together = list(ex.map(lambda j: _request(live.url, j), jobs))
     assert together == alone
     wait_idle(live)
     after = httpx.get(live.url + "/metrics").text

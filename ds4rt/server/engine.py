@@ -115,11 +115,14 @@ class ServerEngine:
             )
         sched = d.scheduler
         assert isinstance(sched, SchedulerOptions)
-        if so.scheduler is not None or so.max_draft is not None:
+        if so.scheduler is not None or so.max_draft is not None or so.measured_costs is not None:
             sched = dataclasses.replace(
                 sched,
                 mode=so.scheduler if so.scheduler is not None else sched.mode,
                 max_draft=so.max_draft if so.max_draft is not None else sched.max_draft,
+                measured_costs=(
+                    so.measured_costs if so.measured_costs is not None else sched.measured_costs
+                ),
             )
         limit = req.limit
         pick = lambda v, default: default if v is None else v  # noqa: E731
