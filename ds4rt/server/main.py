@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from ..cli_common import (
@@ -72,6 +73,16 @@ def serve(args: argparse.Namespace) -> int:
             f"{'on' if loaded.dspark is not None else 'off'}",
             file=sys.stderr,
         )
+        threads = int(model.info["n_threads"])
+        cores = os.cpu_count() or 1
+        if config.sessions > 1 and config.sessions * threads > cores:
+            print(
+                f"ds4rt-server: note: {config.sessions} sessions x {threads} threads each on "
+                f"{cores} cores: passes running at once compete for the cores; "
+                f"-t {max(1, cores // config.sessions)} may serve more tokens/s "
+                "(docs/SERVER.md, Concurrency)",
+                file=sys.stderr,
+            )
         uvicorn.run(
             app,
             host=config.host,
