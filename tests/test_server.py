@@ -193,6 +193,9 @@ def test_metrics_page(client):
     ):
         assert f"\n{name}" in text, name
     assert metric(text, "ds4rt_sessions") == 2
+    stats = client.get("/stats").json()["spec_stats"]
+    assert stats["cycles"] == metric(text, "ds4rt_dspark_cycles_total")
+    assert stats["proposed"] == metric(text, "ds4rt_spec_decode_num_draft_tokens_total")
     assert metric(text, "ds4rt_num_requests_running") == 0
     assert "_created" not in text
 

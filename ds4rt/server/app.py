@@ -141,8 +141,10 @@ class _Handlers:
             try:
                 response = await fn(request)
             except APIError as e:
-                reason = {429: "queue_full", 503: "shutting_down"}.get(e.status, e.code or e.type)
-                metrics.rejected.labels(reason).inc()
+                # refused before generating (a failed generation is a finished one, "error")
+                if e.status < 500 or e.status == 503:
+                    why = {429: "queue_full", 503: "shutting_down"}.get(e.status)
+                    metrics.rejected.labels(why or e.code or e.type).inc()
                 response = e.response()
             except ClientDisconnect:  # gone while its body was read or while it was queued
                 metrics.rejected.labels("client_disconnected").inc()
