@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..generation import GenerationOptions, GenerationResult, SchedulerOptions, StopReason
 from .errors import APIError, invalid
@@ -14,6 +14,14 @@ from .metrics import Metrics
 from .options import ServerConfig
 from .pool import SessionPool
 from .schemas import ChatCompletionRequest, CompletionRequest
+
+T = TypeVar("T")
+
+
+def pick(value: T | None, default: T) -> T:
+    """The request's value, or the server's default where the request has none."""
+    return default if value is None else value
+
 
 # OpenAI's finish_reason for each way a generation ends.
 FINISH_REASONS = {
@@ -125,7 +133,6 @@ class ServerEngine:
                 ),
             )
         limit = req.limit
-        pick = lambda v, default: default if v is None else v  # noqa: E731
         try:
             opts = dataclasses.replace(
                 d,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -88,7 +89,7 @@ def serve(args: argparse.Namespace) -> int:
             host=config.host,
             port=config.port,
             log_level=config.log_level,
-            timeout_graceful_shutdown=config.drain_timeout,
+            timeout_graceful_shutdown=math.ceil(config.drain_timeout),
         )
         if loaded.dspark is not None and config.stats:
             print(stats_text(engine.metrics.spec_total), file=sys.stderr)

@@ -24,7 +24,7 @@ from ..stats import LEVEL_FIELDS
 
 # No "<name>_created" series next to every counter: they double the page and say nothing a
 # scraper needs (the process start time is what resets the counters). Process-wide.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 #: Content type of the text exposition format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -297,7 +297,7 @@ class Metrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
-        r.register(_SpecCollector(self))  # type: ignore[arg-type]
+        r.register(_SpecCollector(self))
 
     def add_spec_stats(self, stats: dict[str, Any]) -> None:
         add_stats(self.spec_total, stats)
