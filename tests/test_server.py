@@ -508,3 +508,20 @@ def test_a_chat_resent_with_a_new_turn(pair):
         cached = two["usage"]["prompt_tokens_details"]["cached_tokens"]
         assert cached == reusable(held, ids)
         print("chat turn two reused", cached, "of", len(ids), "held", len(held))
+
+
+def test_the_server_package_type_checks_strictly(tmp_path):
+    """mypy --strict on ds4rt.server as installed (its users embed it: create_app, the engine,
+    BackgroundServer)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy")
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-p", "ds4rt.server"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
