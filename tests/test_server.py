@@ -525,3 +525,36 @@ def test_the_server_package_type_checks_strictly(tmp_path):
         timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_failing_generation_is_a_clean_500_and_frees_its_session(pair):
+    """A library failure inside a generation: 500 with OpenAI's error JSON (streamed: an error
+    event, then [DONE]); the session goes back to the pool and the next request is served."""
+    model, dspark = pair
+    eng = engine(model, dspark, sessions=1, n_ctx=128)
+    session = eng.pool.sessions[0]
+    real = session.stream
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise ds4rt.errors.InternalError("injected failure")
+        return real(*args, **kwargs)
+
+    session.stream = failing
+    with TestClient(create_app(eng)) as c:
+        body = {"prompt": [0, 1, 2], "max_tokens": 3}
+        r = c.post("/v1/completions", json=body)
+        assert r.status_code == 500, r.text
+        err = r.json()["error"]
+        assert err["code"] == "generation_failed" and "injected failure" in err["message"]
+        with c.stream("POST", "/v1/completions", json={**body, "stream": True}) as s:
+            events = sse_events(s.iter_lines())
+        assert events[-1] == "[DONE]" and "injected failure" in events[-2]["error"]["message"]
+        ok = c.post("/v1/completions", json=body)
+        assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 3
+        page = c.get("/metrics").text
+        assert metric(page, "ds4rt_request_success_total", finished_reason="error") == 2
+        assert metric(page, "ds4rt_requests_rejected_total", reason="generation_failed") == 0
+        assert c.get("/health").json()["busy"] == 0
