@@ -16,6 +16,7 @@ from ..cli_common import (
     UsageError,
     apply_environment,
     check_llama_cpp_flags,
+    fmt_bytes,
     load,
 )
 from ..errors import Ds4rtError
@@ -68,10 +69,12 @@ def serve(args: argparse.Namespace) -> int:
         config = config_from_args(args, dspark_on=loaded.dspark is not None)
         engine = ServerEngine(model, loaded.dspark, config)
         app = create_app(engine)
+        mem = model.info["memory"]
+        per_session = mem["state_fixed"] + mem["state_per_1k"] * engine.n_ctx // 1024
         print(
             f"ds4rt-server: {model.path} as {', '.join(engine.names)}; {config.sessions} "
-            f"session(s) of {engine.n_ctx} tokens, queue {config.queue}, DSpark "
-            f"{'on' if loaded.dspark is not None else 'off'}",
+            f"session(s) of {engine.n_ctx} tokens ({fmt_bytes(per_session)} of state each), "
+            f"queue {config.queue}, DSpark {'on' if loaded.dspark is not None else 'off'}",
             file=sys.stderr,
         )
         threads = int(model.info["n_threads"])
