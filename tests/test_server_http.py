@@ -134,6 +134,9 @@ def test_openai_client_completions(client):
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="gpt-4", prompt="x", max_tokens=1)
     assert [m.id for m in client.models.list()] == ["default-target", "deepseek-v4-flash"]
+    assert client.models.retrieve("deepseek-v4-flash").id == "deepseek-v4-flash"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4")
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

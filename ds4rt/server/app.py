@@ -389,6 +389,13 @@ class _Handlers:
         cards = [ModelCard(id=n, created=e.created, max_model_len=e.n_ctx) for n in e.names]
         return Response(ModelList(data=cards).model_dump_json(), media_type="application/json")
 
+    async def model(self, request: Request) -> Response:
+        self._check_auth(request)
+        e = self.engine
+        name = e.model_name(request.path_params["name"])
+        card = ModelCard(id=name, created=e.created, max_model_len=e.n_ctx)
+        return Response(card.model_dump_json(), media_type="application/json")
+
     async def health(self, request: Request) -> Response:
         pool = self.engine.pool
         doc = {
@@ -440,6 +447,7 @@ def create_app(engine: ServerEngine) -> Starlette:
         Route("/v1/chat/completions", h.endpoint("chat", h.chat), methods=["POST"]),
         Route("/v1/completions", h.endpoint("completions", h.completion), methods=["POST"]),
         Route("/v1/models", h.endpoint("models", h.models), methods=["GET"]),
+        Route("/v1/models/{name:path}", h.endpoint("models", h.model), methods=["GET"]),
         Route("/health", h.health, methods=["GET"]),
         Route("/metrics", h.metrics, methods=["GET"]),
         Route("/stats", h.endpoint("stats", h.stats), methods=["GET"]),
