@@ -443,3 +443,43 @@ def test_a_client_leaving_the_queue_never_generates(pair):
         page = httpx.get(srv.url + "/metrics").text
         assert metric(page, "ds4rt_requests_rejected_total", reason="client_disconnected") == 1
         assert metric(page, "ds4rt_request_queue_time_seconds_count") == 1  # only the stream
+
+
+def test_a_mixed_crowd(live):
+    """12 clients at once on 2 sessions, a fixed random mix of good requests, clients that leave
+    mid-stream and hostile requests: every good one gets what it gets alone, every hostile one
+    a 4xx, and the server ends idle with every session back."""
+    import random
+
+    rng = random.Random(7)
+    plan = []
+    for i in range(12):
+        kind = rng.choice(["good", "good", "leave", "hostile"])
+        plan.append((kind, [0, 40 + i, 3], rng.randint(4, 12)))
+    want = {i: _complete(live.url, p, n) for i, (k, p, n) in enumerate(plan) if k == "good"}
+    wait_idle(live)
+
+    def act(i):
+        kind, prompt, n = plan[i]
+        if kind == "good":
+            return _complete(live.url, prompt, n)
+        if kind == "leave":
+            body = {"prompt": prompt, "max_tokens": 300, "ignore_eos": True, "stream": True}
+            with httpx.stream(
+                "POST", live.url + "/v1/completions", json=body, timeout=TIMEOUT
+            ) as r:
+                lines = r.iter_lines()
+                next(lines)
+            return None
+        out = _raw(live.port, _post("/v1/completions", b'{"prompt": [1, 2], "n": "x"}'))
+        return int(out.split(b" ", 2)[1])
+
+    with concurrent.futures.ThreadPoolExecutor(len(plan)) as ex:
+        got = list(ex.map(act, range(len(plan))))
+    for i, (kind, _, _) in enumerate(plan):
+        if kind == "good":
+            assert got[i] == want[i]
+        elif kind == "hostile":
+            assert got[i] == 400
+    assert {k for k, _, _ in plan} == {"good", "leave", "hostile"}
+    wait_idle(live, timeout=20)
