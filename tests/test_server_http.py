@@ -483,3 +483,18 @@ def test_a_mixed_crowd(live):
             assert got[i] == 400
     assert {k for k, _, _ in plan} == {"good", "leave", "hostile"}
     wait_idle(live, timeout=20)
+
+
+def test_shutdown_ends_what_outlasts_the_grace_period(pair):
+    """A generation still running when the drain timeout is over is cancelled: the server
+    stops within seconds, not when the 3000 tokens are done, and frees its sessions."""
+    model, dspark = pair
+    srv = LiveServer(engine(model, dspark, sessions=1, n_ctx=4096), drain_timeout=1)
+    body = {"prompt": [0, 3, 4], "max_tokens": 3000, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", srv.url + "/v1/completions", json=body, timeout=TIMEOUT) as r:
+        lines = r.iter_lines()
+        next(lines)
+        t0 = time.monotonic()
+        srv.stop(timeout=30)
+        assert time.monotonic() - t0 < 15
+    assert all(s.closed for s in srv.engine.pool.sessions)

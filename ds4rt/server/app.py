@@ -109,6 +109,7 @@ class _Handlers:
     def __init__(self, engine: ServerEngine):
         self.engine = engine
         self.draining = False
+        self.running: set[Generation] = set()  # generations whose C call has not returned
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -194,6 +195,8 @@ class _Handlers:
             self.engine.config.reuse_prefix,
         )
         job.cached_tokens = gen.reused
+        self.running.add(gen)
+        gen.on_finish = self.running.discard
         gen.start()
         return gen
 
@@ -431,15 +434,18 @@ class _Handlers:
 
 
 def create_app(engine: ServerEngine) -> Starlette:
-    """The ASGI application over engine. Its lifespan drains the pool at shutdown (in-flight
-    generations finish, queued requests get 503) and frees the sessions; the model and support
-    model stay open (their owner closes them)."""
+    """The ASGI application over engine. Its lifespan ends, at shutdown, what is still running
+    (the ASGI server has already given in-flight requests their grace period), waits for every
+    session to come back and frees the sessions; the model and support model stay open (their
+    owner closes them)."""
     h = _Handlers(engine)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         h.draining = True
+        for gen in list(h.running):  # e.g. a stream whose client never read it
+            gen.cancel()
         await engine.pool.drain()
         engine.pool.close()
 

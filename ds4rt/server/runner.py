@@ -66,6 +66,8 @@ class Generation:
         self._cancelled = threading.Event()
         self._stream: Any = None
         self.finished = asyncio.Event()
+        #: called on the event loop once the session is back in the pool
+        self.on_finish: Callable[[Generation], None] | None = None
         self._thread = threading.Thread(target=self._run, name="ds4rt-server-gen", daemon=True)
 
     def start(self) -> None:
@@ -123,6 +125,8 @@ class Generation:
     def _finish(self, context: list[int]) -> None:  # event loop
         self._release(self.session, context)
         self.finished.set()
+        if self.on_finish is not None:
+            self.on_finish(self)
 
     async def events(self) -> AsyncIterator[Event]:
         """Pieces, then one Done or Failed."""
