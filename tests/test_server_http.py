@@ -498,3 +498,44 @@ def test_shutdown_ends_what_outlasts_the_grace_period(pair):
         srv.stop(timeout=30)
         assert time.monotonic() - t0 < 15
     assert all(s.closed for s in srv.engine.pool.sessions)
+
+
+def test_no_dspark_server_lets_a_request_ask_for_it(pair, tmp_path):
+    """ds4-server --no-dspark on the embedded pair: plain decoding by default (counted as the
+    server's choice), DSpark for a request that asks."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DS4_")}
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ds4rt.server.main",
+            "--no-dspark",
+            "--port",
+            "0",
+            "-t",
+            "1",
+            "--ctx",
+            "256",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(ds4rt.data.default_target()),
+    )
+    try:
+        port = None
+        for line in p.stderr:
+            if "Uvicorn running on http://127.0.0.1:" in line:
+                port = int(line.split("127.0.0.1:")[1].split()[0])
+                break
+        assert port
+        url = f"http://127.0.0.1:{port}/v1/completions"
+        body = {"prompt": [0, 1, 2], "max_tokens": 4}
+        plain = httpx.post(url, json=body, timeout=TIMEOUT).json()["ds4rt"]
+        spec = httpx.post(url, json={**body, "dspark": True}, timeout=TIMEOUT).json()["ds4rt"]
+        assert (plain["dspark"], plain["decoding"]) == (False, "server")
+        assert (spec["dspark"], spec["decoding"]) == (True, "dspark")
+    finally:
+        p.terminate()
+        p.wait(timeout=TIMEOUT)

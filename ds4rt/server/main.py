@@ -10,6 +10,7 @@ import math
 import os
 import sys
 
+from .. import data
 from ..cli_common import (
     EXIT_ERROR,
     EXIT_USAGE,
@@ -64,9 +65,15 @@ def serve(args: argparse.Namespace) -> int:
     from .options import config_from_args
 
     apply_environment(args)
+    # A support model the server knows of (--support, or the embedded pair's) is loaded even
+    # when DSpark is off by default (--no-dspark, or -m without --dspark), so that requests
+    # can still ask for it ("dspark": true); --dspark / the embedded pair make it the default.
+    default_on = data.dspark_default(args.model, args.dspark, args.no_dspark)
+    if args.support or not args.model:
+        args.dspark, args.no_dspark = True, False
     loaded = load(args)
     with loaded.model as model:
-        config = config_from_args(args, dspark_on=loaded.dspark is not None)
+        config = config_from_args(args, dspark_on=default_on and loaded.dspark is not None)
         engine = ServerEngine(model, loaded.dspark, config)
         app = create_app(engine)
         mem = model.info["memory"]
@@ -74,7 +81,14 @@ def serve(args: argparse.Namespace) -> int:
         print(
             f"ds4rt-server: {model.path} as {', '.join(engine.names)}; {config.sessions} "
             f"session(s) of {engine.n_ctx} tokens ({fmt_bytes(per_session)} of state each), "
-            f"queue {config.queue}, DSpark {'on' if loaded.dspark is not None else 'off'}",
+            f"queue {config.queue}, DSpark "
+            + (
+                "on"
+                if config.dspark
+                else "off by default (a request may ask for it)"
+                if loaded.dspark is not None
+                else "off (no support model)"
+            ),
             file=sys.stderr,
         )
         threads = int(model.info["n_threads"])
