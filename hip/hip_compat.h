@@ -20,6 +20,12 @@
 #  include <hip/hip_fp16.h>
 #  define DS4RT_WARP 64
 #  define DS4RT_HAVE_GRAPHS 0
+   /* HIP-CPU defines __forceinline__ as nothing without NDEBUG, which turns header helpers
+    * into multiple definitions in debug builds (the test programs' debugoptimized build) */
+#  if !defined(NDEBUG)
+#    undef __forceinline__
+#    define __forceinline__ inline
+#  endif
 #elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #  include <hip/hip_runtime.h>
 #  include <hip/hip_fp16.h>
