@@ -70,6 +70,7 @@ def test_chat_equals_the_python_api(pair, client):
         "prompt_tokens": n_prompt,
         "completion_tokens": len(want.ids),
         "total_tokens": n_prompt + len(want.ids),
+        "prompt_tokens_details": {"cached_tokens": doc["ds4rt"]["cached_tokens"]},
     }
     ext = doc["ds4rt"]
     assert ext["dspark"] is True and ext["decoding"] == "dspark"
@@ -192,6 +193,9 @@ def test_metrics_page(client):
     ):
         assert f"\n{name}" in text, name
     assert metric(text, "ds4rt_sessions") == 2
+    stats = client.get("/stats").json()["spec_stats"]
+    assert stats["cycles"] == metric(text, "ds4rt_dspark_cycles_total")
+    assert stats["proposed"] == metric(text, "ds4rt_spec_decode_num_draft_tokens_total")
     assert metric(text, "ds4rt_num_requests_running") == 0
     assert "_created" not in text
 
@@ -400,3 +404,157 @@ def test_chat_with_thinking(pair, client):
     deltas = [e["choices"][0]["delta"] for e in events[:-1] if e["choices"]]
     assert "".join(d.get("reasoning_content") or "" for d in deltas) == head
     assert "".join(d.get("content") or "" for d in deltas) == tail
+
+
+def test_stream_cancel_from_another_thread(pair):
+    """Stream.cancel(): the server's way to stop a generation whose client went away while its
+    own thread reads the stream; returns at once, the iteration ends, INTERRUPTED."""
+    import threading
+
+    model, dspark = pair
+    with model.session(n_ctx=4096, max_batch=32) as s:
+        stream = s.stream([0, 1, 2], max_tokens=3000, stop_at_eos=False, dspark=dspark)
+        it = iter(stream)
+        first = next(it)
+        t = threading.Thread(target=stream.cancel)
+        t.start()
+        t.join(5)
+        rest = list(it)
+        r = stream.result
+        assert r is not None and r.stop_reason is ds4rt.StopReason.INTERRUPTED
+        assert len(r.ids) < 3000 and r.ids == first.ids + [i for p in rest for i in p.ids]
+        assert s.position == 3 + len(r.ids)
+        assert s.generate([5], max_tokens=2).ids  # the session is free again
+
+
+def test_serve_without_the_extra_says_what_to_install(tmp_path):
+    """Without the server extra's packages, `ds4-cli serve` is a one-line usage error naming
+    the extra; `import ds4rt` and `import ds4rt.server` still work."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('starlette', 'uvicorn'):\n"
+        "            raise ImportError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import ds4rt, ds4rt.server\n"
+        "from ds4rt.cli import main\n"
+        "sys.exit(main(['serve', '--port', '0']))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert r.returncode == 2, r.stderr
+    assert "pip install 'ds4rt[server]'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_prompt_that_extends_a_context_evaluates_only_the_new_tokens(pair):
+    """Prefix reuse: a request whose prompt extends what an idle session holds (the last
+    prompt + its generated ids) gets that session and evaluates only the rest; the output is
+    the same as from an empty context (and with reuse off, nothing is kept)."""
+    model, dspark = pair
+    for reuse in (True, False):
+        with TestClient(
+            create_app(engine(model, dspark, sessions=2, n_ctx=256, reuse_prefix=reuse))
+        ) as c:
+            first = [0, 17, 42, 99]
+            a = c.post(
+                "/v1/completions", json={"prompt": first, "max_tokens": 6, "ignore_eos": True}
+            ).json()
+            gen = model.tokenize(a["choices"][0]["text"])
+            again = alone(model, dspark, first, max_tokens=6, stop_at_eos=False).ids
+            follow = first + again + [5, 6]
+            b = c.post(
+                "/v1/completions", json={"prompt": follow, "max_tokens": 8, "ignore_eos": True}
+            ).json()
+            want = alone(model, dspark, follow, max_tokens=8, stop_at_eos=False)
+            assert b["choices"][0]["text"] == want.text
+            cached = len(first) + len(again) if reuse else 0
+            assert b["usage"]["prompt_tokens_details"]["cached_tokens"] == cached
+            assert b["ds4rt"]["timings"]["prompt_tokens"] == len(follow) - cached
+            assert b["usage"]["prompt_tokens"] == len(follow)
+            page = c.get("/metrics").text
+            assert metric(page, "ds4rt_prefix_cache_hits_total") == cached
+            assert metric(page, "ds4rt_prefix_cache_queries_total") == len(first) + len(follow)
+            # a prompt that diverges starts from an empty context, with the same output
+            other = [0, 17, 43]
+            o = c.post("/v1/completions", json={"prompt": other, "max_tokens": 5}).json()
+            assert o["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+            assert o["choices"][0]["text"] == alone(model, dspark, other, max_tokens=5).text
+            del gen
+
+
+def test_a_chat_resent_with_a_new_turn(pair):
+    model, dspark = pair
+    with TestClient(create_app(engine(model, dspark, sessions=1, n_ctx=512))) as c:
+        msgs = [{"role": "user", "content": PROMPT}]
+        one = c.post("/v1/chat/completions", json={"messages": msgs, "max_tokens": 10}).json()
+        reply = one["choices"][0]["message"]["content"]
+        msgs += [{"role": "assistant", "content": reply}, {"role": "user", "content": "More."}]
+        two = c.post("/v1/chat/completions", json={"messages": msgs, "max_tokens": 10}).json()
+        ids = model.encode_chat(msgs)
+        assert (
+            two["choices"][0]["message"]["content"] == alone(model, dspark, ids, max_tokens=10).text
+        )
+        # the session held turn one's prompt and generated ids: kept where the resent history
+        # renders to exactly those ids
+        first = model.encode_chat(msgs[:1])
+        held = first + alone(model, dspark, first, max_tokens=10).ids
+        from ds4rt.server.pool import reusable
+
+        cached = two["usage"]["prompt_tokens_details"]["cached_tokens"]
+        assert cached == reusable(held, ids)
+        print("chat turn two reused", cached, "of", len(ids), "held", len(held))
+
+
+def test_the_server_package_type_checks_strictly(tmp_path):
+    """mypy --strict on ds4rt.server as installed (its users embed it: create_app, the engine,
+    BackgroundServer)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy")
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "-p", "ds4rt.server"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_failing_generation_is_a_clean_500_and_frees_its_session(pair):
+    """A library failure inside a generation: 500 with OpenAI's error JSON (streamed: an error
+    event, then [DONE]); the session goes back to the pool and the next request is served."""
+    model, dspark = pair
+    eng = engine(model, dspark, sessions=1, n_ctx=128)
+    session = eng.pool.sessions[0]
+    real = session.stream
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise ds4rt.errors.InternalError("injected failure")
+        return real(*args, **kwargs)
+
+    session.stream = failing
+    with TestClient(create_app(eng)) as c:
+        body = {"prompt": [0, 1, 2], "max_tokens": 3}
+        r = c.post("/v1/completions", json=body)
+        assert r.status_code == 500, r.text
+        err = r.json()["error"]
+        assert err["code"] == "generation_failed" and "injected failure" in err["message"]
+        with c.stream("POST", "/v1/completions", json={**body, "stream": True}) as s:
+            events = sse_events(s.iter_lines())
+        assert events[-1] == "[DONE]" and "injected failure" in events[-2]["error"]["message"]
+        ok = c.post("/v1/completions", json=body)
+        assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 3
+        page = c.get("/metrics").text
+        assert metric(page, "ds4rt_request_success_total", finished_reason="error") == 2
+        assert metric(page, "ds4rt_requests_rejected_total", reason="generation_failed") == 0
+        assert c.get("/health").json()["busy"] == 0

@@ -134,6 +134,9 @@ def test_openai_client_completions(client):
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="gpt-4", prompt="x", max_tokens=1)
     assert [m.id for m in client.models.list()] == ["default-target", "deepseek-v4-flash"]
+    assert client.models.retrieve("deepseek-v4-flash").id == "deepseek-v4-flash"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4")
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
@@ -169,24 +172,62 @@ def test_ds4_curl_request(live):
     assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-1])
 
 
-def _complete(url, prompt, n):
+def _complete(url, prompt, n, **extra):
     r = httpx.post(
         url + "/v1/completions",
-        json={"prompt": prompt, "max_tokens": n, "ignore_eos": True},
+        json={"prompt": prompt, "max_tokens": n, "ignore_eos": True, **extra},
         timeout=TIMEOUT,
     )
     assert r.status_code == 200, r.text
     return r.json()["choices"][0]["text"]
 
 
+def _request(url, job):
+    """A completion or a chat, streamed or whole: its text."""
+    kind, prompt, n, extra = job
+    if kind == "completion":
+        return _complete(url, prompt, n, **extra)
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": n, **extra}
+    if not extra.get("stream"):
+        r = httpx.post(url + "/v1/chat/completions", json=body, timeout=TIMEOUT)
+        return r.json()["choices"][0]["message"]["content"]
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=TIMEOUT) as r:
+        events = sse_events(r.iter_lines())
+    assert events[-1] == "[DONE]"
+    return "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-1])
+
+
 def test_many_clients_at_once(live):
-    """6 clients on 2 sessions (4 wait in the queue): each gets what it gets alone."""
-    jobs = [([0, 17 + i, 42], 8 + 2 * i) for i in range(6)]
-    alone = [_complete(live.url, p, n) for p, n in jobs]
+    """9 clients on 2 sessions (7 wait in the queue), greedy and sampled (seeded), completions
+    and chats, streamed and whole: each gets what it gets alone."""
+    jobs = [("completion", [0, 17 + i, 42], 8 + 2 * i, {}) for i in range(3)]
+    # sampled: a seed fixes the draws when the drafts do not depend on timing (plain decoding,
+    # or a scheduler that is not adaptive; docs/SERVER.md, "Seeds")
+    fixed = {"scheduler": "always", "confidence": 0.0, "max_draft": 3}
+    jobs += [("completion", [0, 30], 10, {"temperature": 0.9, "seed": 1, "dspark": False})]
+    jobs += [("completion", [0, 31], 10, {"temperature": 0.9, "seed": 2, "dspark": fixed})]
+    jobs += [
+        (
+            "completion",
+            [0, 32],
+            10,
+            {"temperature": 0.8, "seed": 3, "dspark": {"measured_costs": False}},
+        )
+    ]
+    jobs += [("chat", f"Question {i}?", 9, {"stream": i == 1}) for i in range(2)]
+    jobs += [
+        (
+            "chat",
+            "Say more.",
+            7,
+            {"temperature": 0.7, "top_p": 0.9, "seed": 5, "stream": True, "dspark": fixed},
+        )
+    ]
+    alone = [_request(live.url, j) for j in jobs]
     wait_idle(live)
     page = httpx.get(live.url + "/metrics").text
     with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
-        together = list(ex.map(lambda j: _complete(live.url, *j), jobs))
+        together = list(ex.map(lambda j: _request(live.url, j), jobs))
     assert together == alone
     wait_idle(live)
     after = httpx.get(live.url + "/metrics").text
@@ -378,3 +419,123 @@ def test_ds4_cli_serve_from_the_command_line(tmp_path):
             p.wait()
     stats = [line for line in rest.splitlines() if "DSpark stats (all requests)" in line]
     assert len(stats) == 1 and " tokens=6 " in stats[0], rest
+
+
+def test_a_client_leaving_the_queue_never_generates(pair):
+    model, dspark = pair
+    with LiveServer(engine(model, dspark, sessions=1, queue=4, n_ctx=512)) as srv:
+        body = {"prompt": [0, 5, 6], "max_tokens": 400, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", srv.url + "/v1/completions", json=body, timeout=TIMEOUT) as r:
+            lines = r.iter_lines()  # kept: a dropped iterator closes the response
+            next(lines)  # the one session is busy
+            queued = json.dumps({"prompt": [0, 1], "max_tokens": 400}).encode()
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT) as s:
+                s.sendall(_post("/v1/completions", queued))
+                deadline = time.monotonic() + 10
+                while httpx.get(srv.url + "/health").json()["waiting"] != 1:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.02)
+            deadline = time.monotonic() + 10  # the client is gone: it leaves the queue
+            while httpx.get(srv.url + "/health").json()["waiting"] != 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        wait_idle(srv)
+        page = httpx.get(srv.url + "/metrics").text
+        assert metric(page, "ds4rt_requests_rejected_total", reason="client_disconnected") == 1
+        assert metric(page, "ds4rt_request_queue_time_seconds_count") == 1  # only the stream
+
+
+def test_a_mixed_crowd(live):
+    """12 clients at once on 2 sessions, a fixed random mix of good requests, clients that leave
+    mid-stream and hostile requests: every good one gets what it gets alone, every hostile one
+    a 4xx, and the server ends idle with every session back."""
+    import random
+
+    rng = random.Random(7)
+    plan = []
+    for i in range(12):
+        kind = rng.choice(["good", "good", "leave", "hostile"])
+        plan.append((kind, [0, 40 + i, 3], rng.randint(4, 12)))
+    want = {i: _complete(live.url, p, n) for i, (k, p, n) in enumerate(plan) if k == "good"}
+    wait_idle(live)
+
+    def act(i):
+        kind, prompt, n = plan[i]
+        if kind == "good":
+            return _complete(live.url, prompt, n)
+        if kind == "leave":
+            body = {"prompt": prompt, "max_tokens": 300, "ignore_eos": True, "stream": True}
+            with httpx.stream(
+                "POST", live.url + "/v1/completions", json=body, timeout=TIMEOUT
+            ) as r:
+                lines = r.iter_lines()
+                next(lines)
+            return None
+        out = _raw(live.port, _post("/v1/completions", b'{"prompt": [1, 2], "n": "x"}'))
+        return int(out.split(b" ", 2)[1])
+
+    with concurrent.futures.ThreadPoolExecutor(len(plan)) as ex:
+        got = list(ex.map(act, range(len(plan))))
+    for i, (kind, _, _) in enumerate(plan):
+        if kind == "good":
+            assert got[i] == want[i]
+        elif kind == "hostile":
+            assert got[i] == 400
+    assert {k for k, _, _ in plan} == {"good", "leave", "hostile"}
+    wait_idle(live, timeout=20)
+
+
+def test_shutdown_ends_what_outlasts_the_grace_period(pair):
+    """A generation still running when the drain timeout is over is cancelled: the server
+    stops within seconds, not when the 3000 tokens are done, and frees its sessions."""
+    model, dspark = pair
+    srv = LiveServer(engine(model, dspark, sessions=1, n_ctx=4096), drain_timeout=1)
+    body = {"prompt": [0, 3, 4], "max_tokens": 3000, "ignore_eos": True, "stream": True}
+    with httpx.stream("POST", srv.url + "/v1/completions", json=body, timeout=TIMEOUT) as r:
+        lines = r.iter_lines()
+        next(lines)
+        t0 = time.monotonic()
+        srv.stop(timeout=30)
+        assert time.monotonic() - t0 < 15
+    assert all(s.closed for s in srv.engine.pool.sessions)
+
+
+def test_no_dspark_server_lets_a_request_ask_for_it(pair, tmp_path):
+    """ds4-server --no-dspark on the embedded pair: plain decoding by default (counted as the
+    server's choice), DSpark for a request that asks."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DS4_")}
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ds4rt.server.main",
+            "--no-dspark",
+            "--port",
+            "0",
+            "-t",
+            "1",
+            "--ctx",
+            "256",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=os.path.dirname(ds4rt.data.default_target()),
+    )
+    try:
+        port = None
+        for line in p.stderr:
+            if "Uvicorn running on http://127.0.0.1:" in line:
+                port = int(line.split("127.0.0.1:")[1].split()[0])
+                break
+        assert port
+        url = f"http://127.0.0.1:{port}/v1/completions"
+        body = {"prompt": [0, 1, 2], "max_tokens": 4}
+        plain = httpx.post(url, json=body, timeout=TIMEOUT).json()["ds4rt"]
+        spec = httpx.post(url, json={**body, "dspark": True}, timeout=TIMEOUT).json()["ds4rt"]
+        assert (plain["dspark"], plain["decoding"]) == (False, "server")
+        assert (spec["dspark"], spec["decoding"]) == (True, "dspark")
+    finally:
+        p.terminate()
+        p.wait(timeout=TIMEOUT)

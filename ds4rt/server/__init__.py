@@ -18,7 +18,12 @@ The extra's packages (starlette, uvicorn, pydantic, prometheus_client) are impor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # type checkers see the real names; at run time they are imported on use
+    from .app import create_app
+    from .engine import ServerEngine
+    from .options import ServerConfig
 
 __all__ = ["ServerConfig", "ServerEngine", "create_app"]
 

@@ -47,6 +47,7 @@ from .schemas import (
     CompletionRequest,
     ModelCard,
     ModelList,
+    PromptTokensDetails,
     Usage,
 )
 
@@ -65,7 +66,10 @@ def _sse(obj: BaseModel | dict[str, Any]) -> str:
 def _usage(job: Job, result: GenerationResult) -> Usage:
     n = len(result.ids)
     return Usage(
-        prompt_tokens=len(job.prompt_ids), completion_tokens=n, total_tokens=len(job.prompt_ids) + n
+        prompt_tokens=len(job.prompt_ids),
+        completion_tokens=n,
+        total_tokens=len(job.prompt_ids) + n,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=job.cached_tokens),
     )
 
 
@@ -85,6 +89,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone away (the body has been read)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 async def _watch_disconnect(request: Request, gen: Generation) -> None:
     """Cancels gen when the client goes away (the body has been read, so the next message the
     server gets for this request is the disconnect)."""
@@ -99,6 +109,7 @@ class _Handlers:
     def __init__(self, engine: ServerEngine):
         self.engine = engine
         self.draining = False
+        self.running: set[Generation] = set()  # generations whose C call has not returned
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -131,10 +142,13 @@ class _Handlers:
             try:
                 response = await fn(request)
             except APIError as e:
-                reason = {429: "queue_full", 503: "shutting_down"}.get(e.status, e.code or e.type)
-                metrics.rejected.labels(reason).inc()
+                # refused before generating (a failed generation is a finished one, "error")
+                if e.status < 500 or e.status == 503:
+                    why = {429: "queue_full", 503: "shutting_down"}.get(e.status)
+                    metrics.rejected.labels(why or e.code or e.type).inc()
                 response = e.response()
-            except ClientDisconnect:
+            except ClientDisconnect:  # gone while its body was read or while it was queued
+                metrics.rejected.labels("client_disconnected").inc()
                 response = Response(status_code=499)
             metrics.requests.labels(name, str(response.status_code)).inc()
             return response
@@ -143,21 +157,52 @@ class _Handlers:
 
     # ---- generation -------------------------------------------------------------------------
 
-    async def _start(self, job: Job) -> Generation:
+    async def _acquire(self, request: Request, prompt: list[int]) -> Any:
+        """A session, or ClientDisconnect if the client leaves while the request is queued."""
+        pool = self.engine.pool
+        if pool.busy < pool.size and not pool.waiting:
+            return await pool.acquire(prompt)
+        acquiring = asyncio.ensure_future(pool.acquire(prompt))
+        gone = asyncio.ensure_future(_disconnected(request))
         try:
-            session = await self.engine.pool.acquire()
+            await asyncio.wait({acquiring, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            acquiring.cancel()
+            raise
+        finally:
+            gone.cancel()  # a receive that is cancelled consumes no message
+        if acquiring.done():
+            return acquiring.result()
+        acquiring.cancel()  # hands back a session given to it meanwhile (SessionPool.acquire)
+        raise ClientDisconnect()
+
+    async def _start(self, request: Request, job: Job) -> Generation:
+        try:
+            session = await self._acquire(request, job.prompt_ids)
         except QueueFull as e:
             raise APIError(429, str(e), type="rate_limit_error", code="queue_full") from None
         except ShuttingDown as e:
             raise APIError(503, str(e), type="server_error", code="shutting_down") from None
         self.engine.metrics.queue_time.observe(time.perf_counter() - job.arrived)
-        gen = Generation(session, job.prompt_ids, job.options, job.dspark, self.engine.pool.release)
+        pool = self.engine.pool
+        gen = Generation(
+            session,
+            job.prompt_ids,
+            job.options,
+            job.dspark,
+            pool.release,
+            pool.contexts[id(session)],
+            self.engine.config.reuse_prefix,
+        )
+        job.cached_tokens = gen.reused
+        self.running.add(gen)
+        gen.on_finish = self.running.discard
         gen.start()
         return gen
 
     async def _whole(self, request: Request, job: Job) -> tuple[str, GenerationResult, str]:
         """Runs a job to its end: (text, result, finish_reason); an APIError on failure."""
-        gen = await self._start(job)
+        gen = await self._start(request, job)
         watcher = asyncio.create_task(_watch_disconnect(request, gen))
         first: float | None = None
         text: list[str] = []
@@ -185,7 +230,7 @@ class _Handlers:
         raise AssertionError("the generation ended without a result")
 
     async def _stream(self, request: Request, job: Job) -> AsyncIterator[str]:
-        gen = await self._start(job)
+        gen = await self._start(request, job)
         # watched from here, so a client gone before the body iterator starts still cancels it
         watcher = asyncio.create_task(_watch_disconnect(request, gen))
         return self._events(job, gen, watcher)
@@ -347,6 +392,13 @@ class _Handlers:
         cards = [ModelCard(id=n, created=e.created, max_model_len=e.n_ctx) for n in e.names]
         return Response(ModelList(data=cards).model_dump_json(), media_type="application/json")
 
+    async def model(self, request: Request) -> Response:
+        self._check_auth(request)
+        e = self.engine
+        name = e.model_name(request.path_params["name"])
+        card = ModelCard(id=name, created=e.created, max_model_len=e.n_ctx)
+        return Response(card.model_dump_json(), media_type="application/json")
+
     async def health(self, request: Request) -> Response:
         pool = self.engine.pool
         doc = {
@@ -382,15 +434,18 @@ class _Handlers:
 
 
 def create_app(engine: ServerEngine) -> Starlette:
-    """The ASGI application over engine. Its lifespan drains the pool at shutdown (in-flight
-    generations finish, queued requests get 503) and frees the sessions; the model and support
-    model stay open (their owner closes them)."""
+    """The ASGI application over engine. Its lifespan ends, at shutdown, what is still running
+    (the ASGI server has already given in-flight requests their grace period), waits for every
+    session to come back and frees the sessions; the model and support model stay open (their
+    owner closes them)."""
     h = _Handlers(engine)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         h.draining = True
+        for gen in list(h.running):  # e.g. a stream whose client never read it
+            gen.cancel()
         await engine.pool.drain()
         engine.pool.close()
 
@@ -398,6 +453,7 @@ def create_app(engine: ServerEngine) -> Starlette:
         Route("/v1/chat/completions", h.endpoint("chat", h.chat), methods=["POST"]),
         Route("/v1/completions", h.endpoint("completions", h.completion), methods=["POST"]),
         Route("/v1/models", h.endpoint("models", h.models), methods=["GET"]),
+        Route("/v1/models/{name:path}", h.endpoint("models", h.model), methods=["GET"]),
         Route("/health", h.health, methods=["GET"]),
         Route("/metrics", h.metrics, methods=["GET"]),
         Route("/stats", h.endpoint("stats", h.stats), methods=["GET"]),

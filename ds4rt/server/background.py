@@ -7,6 +7,7 @@ of the loopback address unless told otherwise: for tests, benchmarks and hosts t
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -40,7 +41,9 @@ class BackgroundServer:
         self.port = int(sock.getsockname()[1])
         self.url = f"http://{host}:{self.port}"
         config = uvicorn.Config(
-            create_app(engine), log_level=log_level, timeout_graceful_shutdown=drain_timeout
+            create_app(engine),
+            log_level=log_level,
+            timeout_graceful_shutdown=math.ceil(drain_timeout),
         )
         self.server = uvicorn.Server(config)
         # uvicorn installs no signal handlers outside the main thread

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..generation import GenerationOptions, GenerationResult, SchedulerOptions, StopReason
 from .errors import APIError, invalid
@@ -14,6 +14,14 @@ from .metrics import Metrics
 from .options import ServerConfig
 from .pool import SessionPool
 from .schemas import ChatCompletionRequest, CompletionRequest
+
+T = TypeVar("T")
+
+
+def pick(value: T | None, default: T) -> T:
+    """The request's value, or the server's default where the request has none."""
+    return default if value is None else value
+
 
 # OpenAI's finish_reason for each way a generation ends.
 FINISH_REASONS = {
@@ -53,6 +61,7 @@ class Job:
     include_usage: bool
     think: str
     arrived: float  # time.perf_counter() when the request arrived
+    cached_tokens: int = 0  # prompt tokens the session's context already held
 
 
 class ServerEngine:
@@ -69,11 +78,14 @@ class ServerEngine:
         sessions = [
             model.session(n_ctx=config.n_ctx, max_batch=batch) for _ in range(config.sessions)
         ]
+        if dspark is not None:  # from the first token on, so a kept context has its drafts
+            for s in sessions:
+                dspark.attach(s)
         self.n_ctx = sessions[0].n_ctx
         self.pool = SessionPool(sessions, config.queue)
         self.metrics = Metrics()
         self.metrics.pool = self.pool
-        self.metrics.model_info = model.info
+        self.metrics.model = model
         self.metrics.spec_total = dict(sessions[0].spec_stats())  # the fields, all zero
         self.metrics.add_spec_stats({})
 
@@ -111,14 +123,16 @@ class ServerEngine:
             )
         sched = d.scheduler
         assert isinstance(sched, SchedulerOptions)
-        if so.scheduler is not None or so.max_draft is not None:
+        if so.scheduler is not None or so.max_draft is not None or so.measured_costs is not None:
             sched = dataclasses.replace(
                 sched,
                 mode=so.scheduler if so.scheduler is not None else sched.mode,
                 max_draft=so.max_draft if so.max_draft is not None else sched.max_draft,
+                measured_costs=(
+                    so.measured_costs if so.measured_costs is not None else sched.measured_costs
+                ),
             )
         limit = req.limit
-        pick = lambda v, default: default if v is None else v  # noqa: E731
         try:
             opts = dataclasses.replace(
                 d,
@@ -236,6 +250,8 @@ class ServerEngine:
             return
         t = result.timings
         m.prompt_tokens.inc(t.prompt_tokens)
+        m.prefix_queries.inc(len(job.prompt_ids))
+        m.prefix_hits.inc(job.cached_tokens)
         m.generation_tokens.inc(t.generated_tokens)
         m.prompt_rate.add(t.prompt_tokens)
         m.prefill_time.observe(t.prompt_seconds)
@@ -251,6 +267,7 @@ class ServerEngine:
         t = result.timings
         return {
             "stop_reason": str(result.stop_reason),
+            "cached_tokens": job.cached_tokens,
             "stop_string": result.stop_string,
             "seed": result.seed,
             "dspark": job.dspark is not None,

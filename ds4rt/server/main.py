@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 
+from .. import data
 from ..cli_common import (
     EXIT_ERROR,
     EXIT_USAGE,
     UsageError,
     apply_environment,
     check_llama_cpp_flags,
+    fmt_bytes,
     load,
 )
 from ..errors import Ds4rtError
@@ -61,23 +65,48 @@ def serve(args: argparse.Namespace) -> int:
     from .options import config_from_args
 
     apply_environment(args)
+    # A support model the server knows of (--support, or the embedded pair's) is loaded even
+    # when DSpark is off by default (--no-dspark, or -m without --dspark), so that requests
+    # can still ask for it ("dspark": true); --dspark / the embedded pair make it the default.
+    default_on = data.dspark_default(args.model, args.dspark, args.no_dspark)
+    if args.support or not args.model:
+        args.dspark, args.no_dspark = True, False
     loaded = load(args)
     with loaded.model as model:
-        config = config_from_args(args, dspark_on=loaded.dspark is not None)
+        config = config_from_args(args, dspark_on=default_on and loaded.dspark is not None)
         engine = ServerEngine(model, loaded.dspark, config)
         app = create_app(engine)
+        mem = model.info["memory"]
+        per_session = mem["state_fixed"] + mem["state_per_1k"] * engine.n_ctx // 1024
         print(
             f"ds4rt-server: {model.path} as {', '.join(engine.names)}; {config.sessions} "
-            f"session(s) of {engine.n_ctx} tokens, queue {config.queue}, DSpark "
-            f"{'on' if loaded.dspark is not None else 'off'}",
+            f"session(s) of {engine.n_ctx} tokens ({fmt_bytes(per_session)} of state each), "
+            f"queue {config.queue}, DSpark "
+            + (
+                "on"
+                if config.dspark
+                else "off by default (a request may ask for it)"
+                if loaded.dspark is not None
+                else "off (no support model)"
+            ),
             file=sys.stderr,
         )
+        threads = int(model.info["n_threads"])
+        cores = os.cpu_count() or 1
+        if config.sessions > 1 and config.sessions * threads > cores:
+            print(
+                f"ds4rt-server: note: {config.sessions} sessions x {threads} threads each on "
+                f"{cores} cores: passes running at once compete for the cores; "
+                f"-t {max(1, cores // config.sessions)} may serve more tokens/s "
+                "(docs/SERVER.md, Concurrency)",
+                file=sys.stderr,
+            )
         uvicorn.run(
             app,
             host=config.host,
             port=config.port,
             log_level=config.log_level,
-            timeout_graceful_shutdown=config.drain_timeout,
+            timeout_graceful_shutdown=math.ceil(config.drain_timeout),
         )
         if loaded.dspark is not None and config.stats:
             print(stats_text(engine.metrics.spec_total), file=sys.stderr)

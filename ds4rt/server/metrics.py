@@ -24,7 +24,7 @@ from ..stats import LEVEL_FIELDS
 
 # No "<name>_created" series next to every counter: they double the page and say nothing a
 # scraper needs (the process start time is what resets the counters). Process-wide.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 #: Content type of the text exposition format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -133,7 +133,8 @@ class _SpecCollector:
             g = GaugeMetricFamily(name, doc)
             g.add_metric([], value)
             yield g
-        info = self.m.model_info
+        model = self.m.model
+        info = model.info if model is not None and not model.closed else None
         if info:
             cache = GaugeMetricFamily(
                 "ds4rt_cache_bytes", "Q8->F16 expansion cache bytes (docs/CACHE.md)"
@@ -187,8 +188,9 @@ def _spec_families(t: dict[str, Any]) -> Iterator[Metric]:
         if k in _LABELLED or k in _DERIVED or isinstance(v, (dict, list)):
             continue
         if k in LEVEL_FIELDS or k in _SIGNED_TIMERS:
+            base = k.replace("_ms_avg", "_avg")  # decode_ms_avg -> ds4rt_dspark_decode_avg_seconds
             g = GaugeMetricFamily(
-                f"ds4rt_dspark_{k}" + ("_seconds" if isinstance(v, float) else ""),
+                f"ds4rt_dspark_{base}" + ("_seconds" if isinstance(v, float) else ""),
                 f"ds4rt_spec_stats.{k}" + (" (a level)" if k in LEVEL_FIELDS else " (summed)"),
             )
             g.add_metric([], v / 1000.0 if isinstance(v, float) else v)
@@ -212,7 +214,7 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=False)
         r = self.registry
         self.pool: Any = None
-        self.model_info: dict[str, Any] | None = None
+        self.model: Any = None  # read at each scrape: the cache grows as it is used
         self.spec_total: dict[str, Any] = {}
         self.prompt_rate = RateWindow()
         self.generation_rate = RateWindow()
@@ -242,6 +244,16 @@ class Metrics:
             registry=r,
         )
         self.prompt_tokens = Counter("ds4rt_prompt_tokens", "prompt tokens evaluated", registry=r)
+        self.prefix_queries = Counter(
+            "ds4rt_prefix_cache_queries",
+            "prompt tokens of requests that generated (vLLM's name)",
+            registry=r,
+        )
+        self.prefix_hits = Counter(
+            "ds4rt_prefix_cache_hits",
+            "of them, tokens a session's context already held, not evaluated again (vLLM's name)",
+            registry=r,
+        )
         self.generation_tokens = Counter("ds4rt_generation_tokens", "tokens generated", registry=r)
         self.ttft = Histogram(
             "ds4rt_time_to_first_token_seconds",
@@ -285,7 +297,7 @@ class Metrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
-        r.register(_SpecCollector(self))  # type: ignore[arg-type]
+        r.register(_SpecCollector(self))
 
     def add_spec_stats(self, stats: dict[str, Any]) -> None:
         add_stats(self.spec_total, stats)

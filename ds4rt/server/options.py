@@ -46,6 +46,7 @@ class ServerConfig:
     stats: bool = False  # print ds4's stats line at shutdown
     stats_json: bool = False
     log_level: str = "info"
+    reuse_prefix: bool = True  # a prompt that extends a session's context evaluates the rest only
 
     def names_for(self, model_path: str) -> list[str]:
         if self.served_names:
@@ -113,6 +114,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})",
     )
     g.add_argument(
+        "--no-prefix-reuse",
+        dest="reuse_prefix",
+        action="store_false",
+        help="evaluate every prompt from an empty context (default: a prompt that extends what "
+        "an idle session holds evaluates only the new tokens)",
+    )
+    g.add_argument(
         "--log-level",
         choices=("critical", "error", "warning", "info", "debug"),
         default="info",
@@ -142,4 +150,5 @@ def config_from_args(args: argparse.Namespace, *, dspark_on: bool) -> ServerConf
         stats=args.stats,
         stats_json=args.stats_json,
         log_level=args.log_level,
+        reuse_prefix=args.reuse_prefix,
     )

@@ -5,14 +5,30 @@ and their calls run in parallel. A request borrows a session for its whole gener
 every session is busy it waits in a queue of bounded length, and when the queue is full it is
 refused at once (``QueueFull``: the server answers 429). The pool lives on the event loop: its
 methods are called from the loop's thread only (``release`` is posted there by the thread that
-ran the generation, once the session is free again and reset).
+ran the generation, once the session is free again).
+
+The pool remembers what each idle session's context holds (the prompt and generated ids of its
+last request), so a request whose prompt extends one of them - a chat client resending the
+conversation with a new turn - gets that session and evaluates only the new tokens
+(``reusable``); the others start from an empty context.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
+
+
+def reusable(context: Sequence[int], prompt: Sequence[int]) -> int:
+    """Tokens of ``context`` a request for ``prompt`` can keep: all of them if the prompt
+    extends the context by at least one token (the one whose logits start generation), else
+    none (rolling back further than the last pass is not possible, docs/API.md)."""
+    n = len(context)
+    if 0 < n < len(prompt) and list(prompt[:n]) == list(context):
+        return n
+    return 0
 
 
 class QueueFull(Exception):
@@ -32,6 +48,8 @@ class SessionPool:
         self.sessions = list(sessions)
         self.max_queue = max_queue
         self._idle: deque[Any] = deque(sessions)
+        #: what each session's context holds (by id), kept while it is idle
+        self.contexts: dict[int, list[int]] = {id(x): [] for x in sessions}
         self._waiters: deque[asyncio.Future[Any]] = deque()
         self._closing = False
         self._all_idle = asyncio.Event()
@@ -51,12 +69,14 @@ class SessionPool:
         """Requests queued for a session."""
         return sum(1 for f in self._waiters if not f.done())
 
-    async def acquire(self) -> Any:
-        """A free session, waiting for one if need be; QueueFull or ShuttingDown at once."""
+    async def acquire(self, prompt: Sequence[int] = ()) -> Any:
+        """A free session, waiting for one if need be; QueueFull or ShuttingDown at once. Of
+        the idle sessions, the one whose context the prompt extends furthest (else an empty
+        one); a waiter gets whichever comes back first."""
         if self._closing:
             raise ShuttingDown("the server is shutting down")
         if self._idle and not self.waiting:
-            return self._take()
+            return self._take(prompt)
         if self.waiting >= self.max_queue:
             raise QueueFull(
                 f"all {self.size} sessions are busy and {self.waiting} requests are queued "
@@ -68,7 +88,9 @@ class SessionPool:
             return await fut
         except asyncio.CancelledError:
             if fut.done() and not fut.cancelled():
-                self.release(fut.result())  # handed a session just as the waiter went away
+                # handed a session just as the waiter went away: back, context unchanged
+                got = fut.result()
+                self.release(got, self.contexts[id(got)])
             else:
                 fut.cancel()
             raise
@@ -78,17 +100,23 @@ class SessionPool:
             except ValueError:
                 pass
 
-    def _take(self) -> Any:
-        s = self._idle.popleft()
+    def _take(self, prompt: Sequence[int]) -> Any:
+        best = max(
+            self._idle,
+            key=lambda x: (reusable(self.contexts[id(x)], prompt), -len(self.contexts[id(x)])),
+        )
+        self._idle.remove(best)
         self._all_idle.clear()
-        return s
+        return best
 
-    def release(self, session: Any) -> None:
-        """Returns a session (free and reset) to the pool: to the first waiter, if any."""
+    def release(self, session: Any, context: Sequence[int] = ()) -> None:
+        """Returns a free session to the pool, with what its context now holds: to the first
+        waiter, if any."""
         if session not in self.sessions:
             raise ValueError("release of a session this pool does not hold")
         if session in self._idle:
             raise ValueError("session released twice")
+        self.contexts[id(session)] = list(context)
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():

@@ -39,6 +39,9 @@ class DSparkOptions(_Strict):
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     scheduler: Literal["adaptive", "always", "off"] | None = None
     max_draft: int | None = Field(default=None, ge=0, le=MAX_DRAFT)
+    # false: the adaptive scheduler's fixed cost model, so a seeded sampled request draws the
+    # same tokens every time (docs/DSPARK.md, "Scheduler")
+    measured_costs: bool | None = None
 
 
 class StreamOptions(_Strict):
@@ -209,10 +212,15 @@ class CompletionRequest(_Sampling):
 # ---- responses ------------------------------------------------------------------------------
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int  # prompt tokens a session's context already held (not evaluated again)
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
 
 
 class AssistantMessage(BaseModel):
