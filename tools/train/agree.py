@@ -47,8 +47,8 @@ def greedy_check(ds4_model, m: Target, prompt, n: int, tie: float) -> dict:
     """ds4rt's greedy continuation of `prompt` (n tokens, EOS ignored) checked against PyTorch
     teacher-forced on the same sequence."""
     s = ds4_model.session(n_ctx=len(prompt) + n + 8)
-    out = s.generate(list(prompt), max_tokens=n, stop_at_eos=False)
-    seq = list(prompt) + list(out)
+    out = s.generate(list(prompt), max_tokens=n, stop_at_eos=False).ids
+    seq = list(prompt) + out
     z = torch_logits(m, seq)[len(prompt) - 1 : len(seq) - 1]
     pick = z.argmax(-1)
     mg = margins(z)
