@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -91,8 +92,10 @@ def measure(
         _load(target, support, threads)
         rows = [_one(j) for j in jobs]
     else:
+        # spawned, not forked: the parent has loaded ds4rt (and its worker threads) already
+        ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(
-            workers, initializer=_load, initargs=(target, support, threads)
+            workers, mp_context=ctx, initializer=_load, initargs=(target, support, threads)
         ) as ex:
             rows = list(ex.map(_one, jobs, chunksize=1))
     out, k = {}, len(prompts)
