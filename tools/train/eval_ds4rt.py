@@ -109,8 +109,9 @@ def section_agreement(model, args, prompts):
         "rel_err_p99": float(np.quantile(e, 0.99)),
         "rel_err_max": float(e.max()),
         "greedy_64_identical": sum(not c["disagree"] for c in checks),
-        "greedy_disagreements_all_near_ties": all(c["ok"] for c in checks),
-        "disagree_margins": [c["disagree_margins"] for c in checks if c["disagree"]],
+        "greedy_disagreements_all_within_rounding": all(c["ok"] for c in checks),
+        "disagree_gaps": [c["disagree_gaps"] for c in checks if c["disagree"]],
+        "disagree_slack": [c["disagree_slack"] for c in checks if c["disagree"]],
         "tie_threshold": args.tie,
     }
 
