@@ -132,3 +132,23 @@ def test_ds4rt_drafts_what_pytorch_drafts(shipped_pair):
     assert max(r["conf_err"] for r in res) <= 0.02, res
     # the drafts are not all the same token (a drafter that ignores its input would pass)
     assert len({t for r in res for t in r["drafts"]}) > 3, res
+
+
+def test_ship_a_support_only_run(shipped_pair, tmp_path):
+    """tools/train/device_drafter.sh returns a support model alone: it is paired with the
+    shipped target, and only the drafter's metrics are replaced."""
+    data, _ = shipped_pair
+    work = tmp_path / "data"
+    work.mkdir()
+    for name in ("default-target.gguf", "default-support.gguf", "training.json"):
+        (work / name).write_bytes((data / name).read_bytes())
+    bench = work / "training.json"
+    bench.write_text(json.dumps({"target": {"steps": 7}, "drafter": {"steps": 0}}))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "support.gguf").write_bytes((data / "default-support.gguf").read_bytes())
+    sums = {"support.gguf": _sha(out / "support.gguf")}
+    (out / "metrics.json").write_text(json.dumps({"drafter": {"steps": 9}, "sha256": sums}))
+    ship.install([out], work, bench)
+    assert json.loads(bench.read_text()) == {"target": {"steps": 7}, "drafter": {"steps": 9}}
+    assert _sha(work / "default-target.gguf") == _sha(data / "default-target.gguf")
