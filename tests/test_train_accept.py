@@ -29,6 +29,7 @@ def test_sums_are_ds4rts_statistics_and_workers_change_nothing():
     one = accept_ds4rt.measure(t, s, prompts, tokens=24, workers=1, configs=FULL)
     two = accept_ds4rt.measure(t, s, prompts, tokens=24, workers=2, configs=FULL)
     assert one == two
+    assert one["ds4rt"]["path"] == ds4rt.__file__
     d = ds4rt.DSpark(model, s)
     acc = cyc = 0
     for p in prompts:

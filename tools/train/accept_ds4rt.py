@@ -101,7 +101,12 @@ def measure(
     out, k = {}, len(prompts)
     for i, (name, _) in enumerate(configs):
         out[name] = summarise(rows[i * k : (i + 1) * k], block)
-    return {"tokens": tokens, "stop_at_eos": stop_at_eos, **out}
+    return {
+        "ds4rt": {"build": ds4rt.build_info(), "path": ds4rt.__file__},
+        "tokens": tokens,
+        "stop_at_eos": stop_at_eos,
+        **out,
+    }
 
 
 def main(argv=None) -> int:

@@ -3,7 +3,7 @@
 greedy chains.
 
     python tools/train/train_drafter.py --target target.gguf --data .traindata \\
-        --out .trainrun/drafter [--budget-s 450] [--gen-share 0.25] [--device cuda] [--seed 0]
+        --out .trainrun/drafter [--budget-s 450] [--gen-share 0.4] [--device cuda] [--seed 0]
 
 1. The target is read from the exported GGUF (dequantised: the drafter learns the weights that
    ship) and frozen, with ds4rt's official numerics.
@@ -275,8 +275,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path(".trainrun/drafter"))
     ap.add_argument("--budget-s", type=float, default=450.0)
     ap.add_argument("--reserve-s", type=float, default=40.0, help="kept for eval + export")
-    ap.add_argument("--gen-share", type=float, default=0.3, help="budget share of generation")
-    ap.add_argument("--gen-batch", type=int, default=384, help="prompts per generation batch")
+    ap.add_argument("--gen-share", type=float, default=0.4, help="budget share of generation")
+    ap.add_argument("--gen-batch", type=int, default=128, help="prompts per generation batch")
     ap.add_argument("--gen-frac", type=float, default=0.5, help="generated windows per batch")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--seed", type=int, default=0)
