@@ -212,8 +212,13 @@ void ds4rt_pool_parallel_for(ds4rt_pool *pool, int64_t n, int64_t grain, ds4rt_r
         fn(ctx, 0, n, 0);
         return;
     }
-    /* about four chunks per thread for balance, never below the grain */
-    const int64_t per = (n + 4 * (int64_t)pool->n_threads - 1) / (4 * (int64_t)pool->n_threads);
+    /* about four chunks per thread for balance, never below the grain, except that the grain
+     * never leaves fewer than two chunks per thread: a 2048-row product with a 124-row grain on
+     * 16 threads would otherwise make 17 chunks, i.e. one thread does two while 15 wait. */
+    const int64_t T = pool->n_threads;
+    const int64_t per = (n + 4 * T - 1) / (4 * T);
+    const int64_t half = (n + 2 * T - 1) / (2 * T);
+    if (grain > half) grain = half;
     const uint64_t seq = (++pool->seq) & SEQ_MASK;
     /* close: from here no thread can take a chunk, and (acq_rel) the writes below stay after it */
     atomic_exchange_explicit(&pool->claim, seq << IDX_BITS | IDX_MASK, memory_order_acq_rel);
