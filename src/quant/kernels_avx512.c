@@ -325,4 +325,5 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx512 = {
         [DS4RT_TYPE_Q6_K] = dot_q6_K,
         [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
     },
+    .act_row = ds4rt_act_row_avx2, /* the AVX2 build of it (act_quant_avx2.c), also here */
 };
