@@ -68,18 +68,18 @@ def _worker(args: argparse.Namespace) -> None:
     tests += [("pp", n, (lambda n=n: pp(n))) for n in prompts]
     out = {"load_s": load_s, "info": {k: str(v) for k, v in m._m.info().items()}, "tests": []}
     for kind, n, fn in tests:
-        fn()  # warm-up, as llama-bench does
+        warm = fn()  # warm-up, as llama-bench does
         samples = [fn() for _ in range(args.reps)]
-        out["tests"].append({"kind": kind, "n": n, "samples_s": samples})
+        out["tests"].append({"kind": kind, "n": n, "warmup_s": warm, "samples_s": samples})
     print(json.dumps(out))
 
 
-def _run_rss(cmd: list[str]) -> tuple[str, float, int]:
+def _run_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[str, float, int]:
     """stdout, wall seconds and peak RSS (bytes) of a child, reaped here so that wait4() gives
     its own rusage; stderr goes to a file (llama-bench logs a lot there)."""
     t = time.perf_counter()
     with tempfile.TemporaryFile(mode="w+") as ef:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=ef, text=True)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=ef, text=True, env=env)
         out = p.stdout.read()
         _, status, ru = os.wait4(p.pid, 0)
         ef.seek(0)
@@ -102,6 +102,40 @@ def run_ds4rt(file: str, threads: int, a: argparse.Namespace) -> dict:
         med = statistics.median(t["samples_s"])
         res[f"{t['kind']}{t['n']}"] = t["n"] / med
     return {"tok_s": res, "wall_s": wall, "peak_rss": rss, "load_s": r["load_s"], "info": r["info"]}
+
+
+def profile_ds4rt(file: str, threads: int, a: argparse.Namespace) -> dict:
+    """One more ds4rt decode run with DS4RT_PROFILE on: matrix-product time per weight type
+    per decoded token (src/quant/matmul_profile.h) and the rest of the pass."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "prof.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--file", file]
+        cmd += ["--threads", str(threads), "--gen", str(a.gen), "--prompts", ""]
+        cmd += ["--reps", str(a.reps), "--numerics", a.numerics]
+        out, _, _ = _run_rss(cmd, env=dict(os.environ, DS4RT_PROFILE=path))
+        with open(path) as fh:
+            prof = json.load(fh)
+    t = json.loads(out.strip().splitlines()[-1])["tests"][0]
+    tokens = t["n"] * (1 + len(t["samples_s"]))
+    wall_ms = (t["warmup_s"] + sum(t["samples_s"])) * 1e3 / tokens
+    per = {
+        name: {
+            "ms": c["ns"] / 1e6 / tokens,
+            "GB_s": c["weight_bytes"] / max(c["ns"], 1),
+            "MB": c["weight_bytes"] / 1e6 / tokens,
+            "products": c["products"] / tokens,
+        }
+        for name, c in prof["types"].items()
+    }
+    mm_ms = prof["total_ns"] / 1e6 / tokens
+    return {
+        "decode_ms_per_token": wall_ms,
+        "matmul_ms_per_token": mm_ms,
+        "act_convert_ms_per_token": prof["quant_ns"] / 1e6 / tokens,
+        "other_ms_per_token": wall_ms - mm_ms,
+        "dispatches_per_token": prof["batches"] / tokens,
+        "by_weight_type": per,
+    }
 
 
 def run_llama(file: str, threads: int, a: argparse.Namespace) -> dict:
@@ -169,6 +203,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternated rounds at most")
     ap.add_argument("--budget-s", type=float, default=150.0, help="stop starting rounds after this")
     ap.add_argument("--numerics", default="llama.cpp")
+    ap.add_argument("--profile", action="store_true", help="one more ds4rt decode run, profiled")
     ap.add_argument("--out", default="-")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--file", help=argparse.SUPPRESS)
@@ -188,7 +223,9 @@ def main() -> None:
     round_s: list[float] = []
     for rnd in range(a.rounds):
         elapsed = time.perf_counter() - t_start
-        if rnd > 0 and elapsed + max(round_s) > a.budget_s:
+        # the profiled runs come after the rounds: keep a ds4rt run's time per pair for them
+        reserve = sum(v["ds4rt"][0]["wall_s"] for v in raw.values()) if a.profile and rnd else 0.0
+        if rnd > 0 and elapsed + max(round_s) + reserve > a.budget_s:
             break
         r0 = time.perf_counter()
         for f, t in pairs:
@@ -213,8 +250,14 @@ def main() -> None:
             for k, v in ll["tok_s_median"].items()
             if k in d["tok_s_median"]
         }
+        f, t = key.rsplit("@", 1)
+        prof = None
+        if a.profile:
+            path = next(p for p in a.files.split(",") if os.path.basename(p) == f)
+            prof = profile_ds4rt(path, int(t), a)
         results.append(
             {
+                "ds4rt_profile": prof,
                 "file": key.rsplit("@", 1)[0],
                 "threads": int(key.rsplit("@", 1)[1]),
                 "rounds": len(both["ds4rt"]),

@@ -22,6 +22,7 @@
 #include "internal.h"
 #include "kernels.h"
 #include "matmul.h"
+#include "matmul_profile.h"
 #include "qtypes.h"
 
 /* ---------------- per-thread scratch ---------------- */
@@ -202,6 +203,9 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
     }
 
     const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
+    const int prof = ds4rt_mmprof_on();
+    const int64_t t_start = prof ? ds4rt_mmprof_now() : 0;
+    uint32_t job_type[DS4RT_MATMUL_MAX_JOBS];
     act_set as;
     mm_batch b;
     as.n = 0;
@@ -236,6 +240,7 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
             as.n++;
         }
         act_of[b.n] = a;
+        job_type[b.n] = jb->w.type;
         b.c[b.n] = (mm_ctx){
             .dot = k->dot[jb->w.type],
             .n_lanes = ds4rt_lanes_for(jb->w.type),
@@ -264,6 +269,7 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
         ds4rt_pool_parallel_for(pool, items, 1, quant_worker, &as);
     else
         quant_worker(&as, 0, items, 0);
+    const int64_t t_quant = prof ? ds4rt_mmprof_now() : 0;
 
     double work = 0.0; /* weight bytes x tokens */
     b.first_row[0] = 0;
@@ -286,6 +292,17 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
     int64_t grain = (int64_t)(65536.0 / (work / (double)rows));
     if (grain < 1) grain = 1;
     ds4rt_pool_parallel_for(pool, rows, grain, batch_rows_worker, &b);
+    if (prof) {
+        /* the products ran together: each job gets its share of the time by its work */
+        const int64_t t_end = ds4rt_mmprof_now();
+        for (int j = 0; j < b.n; j++) {
+            const mm_ctx *c = &b.c[j];
+            const double wj = (double)(c->row_bytes ? c->row_bytes : 1) * (double)c->n_tok * (double)c->rows;
+            ds4rt_mmprof_add(job_type[j], (int64_t)((double)(t_end - t_quant) * wj / work),
+                             c->row_bytes * (uint64_t)c->rows, c->n_tok);
+        }
+        ds4rt_mmprof_batch(t_quant - t_start, t_end - t_start);
+    }
     return DS4RT_OK;
 }
 
