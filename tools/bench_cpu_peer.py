@@ -213,8 +213,6 @@ def main() -> None:
         _worker(a)
         return
 
-    import ds4rt
-
     t_start = time.perf_counter()
     pairs = [(f, int(t)) for f in a.files.split(",") for t in a.threads.split(",")]
     raw: dict[str, dict[str, list[dict]]] = {
@@ -242,8 +240,32 @@ def main() -> None:
                 )
         round_s.append(time.perf_counter() - r0)
 
+        write_report(a, raw, {}, t_start, final=False)  # a partial report survives a kill
+
+    profiles = {}
+    if a.profile:
+        for f, t in pairs:
+            key = f"{os.path.basename(f)}@{t}"
+            try:
+                profiles[key] = profile_ds4rt(f, t, a)
+            except (RuntimeError, OSError, ValueError, KeyError) as e:
+                profiles[key] = {"error": str(e)}
+    report = write_report(a, raw, profiles, t_start, final=True)
+    for r in report["results"]:
+        print(
+            f"{r['file']} @{r['threads']}: ratio "
+            + " ".join(f"{k}={v:.2f}" for k, v in r["ratio_ds4rt_over_llama"].items()),
+            file=sys.stderr,
+        )
+
+
+def write_report(a, raw: dict, profiles: dict, t_start: float, final: bool) -> dict:
+    import ds4rt
+
     results = []
     for key, both in raw.items():
+        if not both["ds4rt"] or not both["llama.cpp"]:
+            continue
         d, ll = summarise(both["ds4rt"]), summarise(both["llama.cpp"])
         ratio = {
             k: d["tok_s_median"][k] / v
@@ -251,25 +273,25 @@ def main() -> None:
             if k in d["tok_s_median"]
         }
         f, t = key.rsplit("@", 1)
-        prof = None
-        if a.profile:
-            path = next(p for p in a.files.split(",") if os.path.basename(p) == f)
-            prof = profile_ds4rt(path, int(t), a)
         results.append(
             {
-                "ds4rt_profile": prof,
-                "file": key.rsplit("@", 1)[0],
-                "threads": int(key.rsplit("@", 1)[1]),
+                "file": f,
+                "threads": int(t),
                 "rounds": len(both["ds4rt"]),
                 "ratio_ds4rt_over_llama": ratio,
                 "ds4rt": d,
                 "llama.cpp": ll,
+                "ds4rt_profile": profiles.get(key),
                 "raw": both,
             }
         )
     report = {
         "command": "bench_cpu_peer.py " + " ".join(sys.argv[1:]),
+        "complete": final,
         "ds4rt_build": ds4rt.build_info(),
+        "llama_build": next(
+            (r["build_commit"] for v in raw.values() for r in v["llama.cpp"]), None
+        ),
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
@@ -286,16 +308,14 @@ def main() -> None:
     }
     text = json.dumps(report, indent=1, default=str)
     if a.out == "-":
-        print(text)
+        if final:
+            print(text)
     else:
-        with open(a.out, "w") as fh:
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as fh:
             fh.write(text + "\n")
-        for r in results:
-            print(
-                f"{r['file']} @{r['threads']}: ratio "
-                + " ".join(f"{k}={v:.2f}" for k, v in r["ratio_ds4rt_over_llama"].items()),
-                file=sys.stderr,
-            )
+        os.replace(tmp, a.out)
+    return report
 
 
 if __name__ == "__main__":
