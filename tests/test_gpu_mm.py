@@ -117,8 +117,6 @@ def test_bench_mm_emits_json(c_programs):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     ops = {(x["op"], x["type"]) for x in doc["results"]}
-    assert ("matmul", "F16") in ops and ("experts", "IQ2_XXS") in ops
-    assert ("matmul+convert", "Q8_0") in ops
     for want in (("matmul", "F16"), ("experts", "IQ2_XXS"), ("matmul+convert", "Q8_0")):
         assert want in ops, (want, ops)
     for x in doc["results"]:
