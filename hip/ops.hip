@@ -29,6 +29,13 @@
 #define GK_FMUL(a, b) ((a) * (b))
 #endif
 
+/* Full unrolling of constant-count loops (register arrays); GCC (HIP-CPU) does without. */
+#if defined(__CUDACC__) || defined(__clang__)
+#define GK_UNROLL _Pragma("unroll")
+#else
+#define GK_UNROLL
+#endif
+
 /* ---- bit-level helpers --------------------------------------------------------------------- */
 
 __device__ __forceinline__ uint32_t gk_f2u(float f) {
@@ -191,11 +198,20 @@ __global__ void __launch_bounds__(GK_MM_NT)
             next[q] = c < cols ? gk_wload<T>(wr, c) : 0.0f;
         }
         if (active) {
-            const int64_t cend = cols < c1 ? cols : c1;
-            for (int64_t c = c0 + l; c < cend; c += 32) {
-                float xv = inv != NULL ? xt[c] * sc : xt[c];
-                acc += GK_FMUL(wsh[c - c0], gk_act<T>(xv));
+            /* the lane's activations of the chunk are loaded first (independent loads in
+             * flight), then added in column order */
+            float xr[GK_MM_CHUNK / 32];
+GK_UNROLL
+            for (int j = 0; j < GK_MM_CHUNK / 32; j++) {
+                const int64_t c = c0 + l + 32 * j;
+                xr[j] = c < cols ? xt[c] : 0.0f;
             }
+GK_UNROLL
+            for (int j = 0; j < GK_MM_CHUNK / 32; j++)
+                if (c0 + l + 32 * j < cols) {
+                    const float xv = inv != NULL ? xr[j] * sc : xr[j];
+                    acc += GK_FMUL(wsh[l + 32 * j], gk_act<T>(xv));
+                }
         }
     }
     lanes[s][l] = acc;
