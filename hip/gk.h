@@ -54,6 +54,18 @@ int ds4rt_gk_stream_create(void **stream);
 void ds4rt_gk_stream_destroy(void *stream);
 int ds4rt_gk_stream_sync(void *stream);
 
+/* Rows of `width` bytes, `height` of them, from d_src (rows `spitch` bytes apart) to d_dst
+ * (`dpitch` apart), enqueued on `stream`: gathers and scatters of row slices without a kernel. */
+int ds4rt_gk_memcpy2d_d2d(void *d_dst, size_t dpitch, const void *d_src, size_t spitch, size_t width,
+                          size_t height, void *stream);
+
+/* A device address for read-only host memory (the weight mapping) without a copy, on a device
+ * that shares memory with the host (integrated / unified memory). DS4RT_GK_ERR_UNSUPPORTED where
+ * the runtime cannot give one (the caller uploads a copy and reports why). Undo with
+ * ds4rt_gk_host_unview(host) before the host memory goes away. */
+int ds4rt_gk_host_view(const void *h_ptr, size_t bytes, void **d_ptr);
+void ds4rt_gk_host_unview(const void *h_ptr);
+
 #ifdef __cplusplus
 }
 #endif

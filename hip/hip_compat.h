@@ -20,6 +20,21 @@
 #  include <hip/hip_fp16.h>
 #  define DS4RT_WARP 64
 #  define DS4RT_HAVE_GRAPHS 0
+   /* HIP-CPU defines __forceinline__ as nothing without NDEBUG, which turns header helpers
+    * into multiple definitions in debug builds (the test programs' debugoptimized build) */
+#  if !defined(NDEBUG)
+#    undef __forceinline__
+#    define __forceinline__ inline
+#  endif
+   /* with GCC, HIP-CPU marks __device__ and __global__ functions __attribute__((simd)), which warns (an error
+    * under -Werror) for struct arguments; it is only a vectorisation hint there. (GCC does not
+    * know #pragma unroll either: meson.build passes -Wno-unknown-pragmas for HIP-CPU.) */
+#  if defined(__GNUC__) && !defined(__clang__)
+#    undef __device__
+#    define __device__
+#    undef __global__
+#    define __global__ __attribute__((flatten))
+#  endif
 #elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #  include <hip/hip_runtime.h>
 #  include <hip/hip_fp16.h>
@@ -53,6 +68,12 @@
 #  define hipMemcpyAsync cudaMemcpyAsync
 #  define hipMemset cudaMemset
 #  define hipMemsetAsync cudaMemsetAsync
+#  define hipMemcpy2DAsync cudaMemcpy2DAsync
+#  define hipHostRegister cudaHostRegister
+#  define hipHostUnregister cudaHostUnregister
+#  define hipHostGetDevicePointer cudaHostGetDevicePointer
+#  define hipHostRegisterMapped cudaHostRegisterMapped
+#  define hipHostRegisterReadOnly cudaHostRegisterReadOnly
 #  define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #  define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #  define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

@@ -66,6 +66,7 @@ extern "C" int ds4rt_gk_malloc(void **d_ptr, size_t bytes) {
     *d_ptr = NULL;
     if (bytes == 0) return DS4RT_GK_OK;
     hipError_t e = hipMalloc(d_ptr, bytes);
+    if (e == hipSuccess && *d_ptr == NULL) e = hipErrorOutOfMemory; /* HIP-CPU reports a failed malloc as success */
     if (e != hipSuccess) {
         *d_ptr = NULL;
         (void)hipGetLastError(); /* an allocation failure must not poison later launches */
@@ -115,4 +116,46 @@ extern "C" void ds4rt_gk_stream_destroy(void *stream) {
 
 extern "C" int ds4rt_gk_stream_sync(void *stream) {
     return ds4rt_gk_check(hipStreamSynchronize((hipStream_t)stream), "stream synchronize");
+}
+
+extern "C" int ds4rt_gk_memcpy2d_d2d(void *d_dst, size_t dpitch, const void *d_src, size_t spitch, size_t width,
+                                     size_t height, void *stream) {
+    if (width == 0 || height == 0) return DS4RT_GK_OK;
+    return ds4rt_gk_check(hipMemcpy2DAsync(d_dst, dpitch, d_src, spitch, width, height, hipMemcpyDeviceToDevice,
+                                           (hipStream_t)stream),
+                          "device 2-D copy");
+}
+
+extern "C" int ds4rt_gk_host_view(const void *h_ptr, size_t bytes, void **d_ptr) {
+    *d_ptr = NULL;
+#if defined(DS4RT_HIP_CPU)
+    /* HIP-CPU's device memory is host memory: the mapping is its own device view */
+    (void)bytes;
+    *d_ptr = (void *)h_ptr;
+    return DS4RT_GK_OK;
+#else
+    /* pin the pages and map them into the device's address space (read-only: weights) */
+    hipError_t e = hipHostRegister((void *)h_ptr, bytes, hipHostRegisterMapped | hipHostRegisterReadOnly);
+    if (e != hipSuccess) {
+        (void)hipGetLastError();
+        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "host register of %zu bytes: %s", bytes, hipGetErrorString(e));
+    }
+    e = hipHostGetDevicePointer(d_ptr, (void *)h_ptr, 0);
+    if (e != hipSuccess) {
+        (void)hipHostUnregister((void *)h_ptr);
+        (void)hipGetLastError();
+        *d_ptr = NULL;
+        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "device pointer of registered memory: %s",
+                             hipGetErrorString(e));
+    }
+    return DS4RT_GK_OK;
+#endif
+}
+
+extern "C" void ds4rt_gk_host_unview(const void *h_ptr) {
+#if defined(DS4RT_HIP_CPU)
+    (void)h_ptr;
+#else
+    if (h_ptr != NULL) (void)hipHostUnregister((void *)h_ptr);
+#endif
 }

@@ -24,7 +24,8 @@ static const char *kind_name(int32_t kind) {
 static int compiled_in(int32_t kind) {
 #if defined(DS4RT_WITH_CUDA)
     return kind == DS4RT_BACKEND_CUDA;
-#elif defined(DS4RT_WITH_HIP)
+#elif defined(DS4RT_WITH_HIP) || defined(DS4RT_WITH_HIP_CPU)
+    /* HIP-CPU (a developer aid) registers its backend as kind hip */
     return kind == DS4RT_BACKEND_HIP;
 #else
     (void)kind;
@@ -57,7 +58,8 @@ static int32_t auto_kind(void) {
     const ds4rt_backend_entry *const *reg;
     size_t n = ds4rt_backend_registry(&reg);
     for (size_t i = 0; i < n; i++)
-        if (reg[i]->kind != DS4RT_BKIND_CPU && reg[i]->device_count() > 0) return (int32_t)reg[i]->kind;
+        if (reg[i]->kind != DS4RT_BKIND_CPU && !reg[i]->explicit_only && reg[i]->device_count() > 0)
+            return (int32_t)reg[i]->kind;
     return DS4RT_BACKEND_CPU;
 }
 

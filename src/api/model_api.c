@@ -112,7 +112,7 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
         ds4rt_model_free(m);
         return ds4rt_fail_context(st, "%s", path);
     }
-    ds4rt_cache_resolve_cpu(p.cache_policy, p.cache_budget_bytes, &m->cache);
+    ds4rt_cache_apply(&m->target, p.cache_policy, p.cache_budget_bytes, &m->cache);
     m->bos_id = optional_id(m->gguf, "tokenizer.ggml.bos_token_id");
     m->eos_id = optional_id(m->gguf, "tokenizer.ggml.eos_token_id");
     report(&lp, lp.total); /* tensors the model does not use are skipped, not loaded */
@@ -152,7 +152,7 @@ DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *m, ds4rt_model_in
     info.cache_requested = m->cache.requested;
     info.cache_active = m->cache.active;
     info.cache_bytes = m->cache.bytes;
-    info.cache_hits = m->cache.hits;
+    info.cache_hits = m->cache.hits + ds4rt_backend_cache_hits(m->be);
     info.cache_fallbacks = m->cache.fallbacks;
     snprintf(info.cache_reason, sizeof info.cache_reason, "%s", m->cache.reason);
     snprintf(info.backend, sizeof info.backend, "%s", m->backend.name);

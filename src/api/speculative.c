@@ -201,7 +201,7 @@ static void count_cycle(spec_run *r, const draft *dft, int32_t n, double propose
     st->accepted_len_hist[n]++;
     const ds4rt_cache_state *cache = &r->s->model->cache;
     st->cache_bytes = cache->bytes;
-    st->cache_hits = cache->hits;
+    st->cache_hits = cache->hits + ds4rt_backend_cache_hits(r->s->model->be);
     st->cache_fallbacks = cache->fallbacks;
     ds4rt_sched_observe(&r->sched, dft->n, n, propose_ms, verify_ms);
     double dec = ds4rt_sched_decode_ms(&r->sched);

@@ -48,7 +48,9 @@ ds4rt_status ds4rt_backend_open(ds4rt_bkind kind, int device, int n_threads, ds4
     if (kind == DS4RT_BKIND_AUTO) {
         /* the first GPU backend that sees a device, else the CPU */
         for (size_t i = 0; i < DS4RT_ARRAY_LEN(REGISTRY) && e == NULL; i++)
-            if (REGISTRY[i]->kind != DS4RT_BKIND_CPU && REGISTRY[i]->device_count() > device) e = REGISTRY[i];
+            if (REGISTRY[i]->kind != DS4RT_BKIND_CPU && !REGISTRY[i]->explicit_only &&
+                REGISTRY[i]->device_count() > device)
+                e = REGISTRY[i];
         if (e == NULL) e = ds4rt_backend_find(DS4RT_BKIND_CPU);
     } else {
         if ((unsigned)kind > DS4RT_BKIND_HIP)
@@ -77,6 +79,7 @@ ds4rt_status ds4rt_backend_open(ds4rt_bkind kind, int device, int n_threads, ds4
 
 void ds4rt_backend_close(ds4rt_backend *be) {
     if (be == NULL) return;
+    if (be->close != NULL) be->close(be);
     free(be->impl);
     free(be);
 }
@@ -101,6 +104,18 @@ static const char *const OP_NAMES[DS4RT_OP_COUNT] = {
     [DS4RT_OP_ADD] = "add",                 [DS4RT_OP_NONFINITE] = "nonfinite",
     [DS4RT_OP_DSPARK_CONFIDENCE] = "dspark_confidence",
 };
+
+bool ds4rt_backend_has_cache(const ds4rt_backend *be) { return be->cache_expand != NULL; }
+bool ds4rt_backend_unified(const ds4rt_backend *be) { return be->unified; }
+
+ds4rt_status ds4rt_backend_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes) {
+    *bytes = 0;
+    if (be->cache_expand == NULL)
+        return ds4rt_fail(DS4RT_ERR_BACKEND, "backend %s has no Q8_0->F16 cache", ds4rt_backend_name(be));
+    return be->cache_expand(be, w, bytes);
+}
+
+uint64_t ds4rt_backend_cache_hits(const ds4rt_backend *be) { return be->cache_hits ? be->cache_hits(be) : 0; }
 
 const char *ds4rt_op_name(ds4rt_op op) { return (unsigned)op < DS4RT_OP_COUNT ? OP_NAMES[op] : "?"; }
 

@@ -378,6 +378,9 @@ typedef struct ds4rt_backend_entry {
     /* Devices usable now (0: compiled in, but nothing to run on). */
     int (*device_count)(void);
     ds4rt_status (*create)(int device, int n_threads, ds4rt_backend **out);
+    /* true: AUTO never picks it, only a request by kind does (HIP-CPU, a developer aid that runs
+     * the GPU kernels on host threads) */
+    bool explicit_only;
 } ds4rt_backend_entry;
 
 /* Compiled-in backends, CPU first. */
@@ -396,6 +399,16 @@ const char *ds4rt_op_name(ds4rt_op op);
 /* DS4RT_OK if `be` runs `op` with weights of `type`, else DS4RT_ERR_BACKEND naming the
  * backend, the op, the type and `what` (the tensor or stage that needs it). */
 ds4rt_status ds4rt_backend_require(const ds4rt_backend *be, ds4rt_op op, uint32_t type, const char *what);
+
+/* The Q8->F16 expansion cache of a backend (docs/CACHE.md). has_cache: whether the backend
+ * has one at all (the CPU's integer Q8_0 kernels make it pointless there); expand: keep an F16
+ * copy of the Q8_0 matrix `w` (its bytes in *bytes) that the backend's products use from then
+ * on, DS4RT_ERR_OUT_OF_MEMORY naming the cache when the device is full; hits: products that
+ * used a copy. unified: the backend's device shares memory with the host. */
+bool ds4rt_backend_has_cache(const ds4rt_backend *be);
+ds4rt_status ds4rt_backend_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes);
+uint64_t ds4rt_backend_cache_hits(const ds4rt_backend *be);
+bool ds4rt_backend_unified(const ds4rt_backend *be);
 
 /* Writes the pass input block (one upload): pos0, base, tokens[0..n). */
 ds4rt_status ds4rt_pass_upload(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t pos0, int64_t base, const int32_t *tokens,

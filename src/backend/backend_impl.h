@@ -15,6 +15,7 @@ struct ds4rt_dbuf {
     uint64_t bytes;
     ds4rt_mem_kind kind;
     bool owned;         /* false: a view of memory the backend does not own (the mapping) */
+    const void *host;   /* a GPU's view of host memory: the host address it was made from */
 };
 
 struct ds4rt_backend {
@@ -23,7 +24,13 @@ struct ds4rt_backend {
     int device;
     int n_threads;
     _Atomic uint64_t bytes[DS4RT_MEM_COUNT];
-    void *impl;         /* the backend's own data */
+    void *impl;         /* the backend's own data (freed by ds4rt_backend_close) */
+    void (*close)(ds4rt_backend *be); /* optional: releases what impl holds before it is freed */
+    bool unified;       /* a device that shares memory with the host (an APU; HIP-CPU) */
+    /* optional, the Q8->F16 expansion cache (docs/CACHE.md): an F16 copy of a Q8_0 matrix that
+     * the backend's products use from then on, and how many products used one */
+    ds4rt_status (*cache_expand)(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes);
+    uint64_t (*cache_hits)(const ds4rt_backend *be);
 };
 
 /* The registry's entries (src/backend/backend.c). A GPU backend's op table registers by

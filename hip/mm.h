@@ -1,0 +1,85 @@
+/*
+ * mm.h - matrix products and row gathers of weights on the GPU (docs/GPU.md, "Matrix products").
+ *
+ * Every weight type the CPU backend computes: F32 F16 BF16 Q8_0 Q4_0 MXFP4 Q2_K Q4_K Q5_K Q6_K
+ * IQ2_XXS (type ids are GGML's, = DS4RT_TYPE_*). Activations are converted exactly as the CPU
+ * path converts them (docs/QUANTS.md §2) and each output is formed by the CPU's fixed operation
+ * order (§3: per-block integer sums, one f32 term per block into lane b % 8, the fixed lane
+ * reduction; float types: lane i % 32), so results are BITWISE those of the CPU backend's
+ * matmul, and a row's result does not depend on the other rows of the batch.
+ *
+ * Conventions of hip/gk.h: launchers only enqueue on `stream`, return a ds4rt_gk_status (message
+ * in ds4rt_gk_last_error()), never allocate (scratch is passed in, sized by the _scratch_bytes
+ * functions), and read per-pass dynamic values (expert ids, row ids) from device memory, so a pass
+ * can be captured as a graph. The format tables live in constant memory (no set-up call).
+ */
+#ifndef DS4RT_GK_MM_H
+#define DS4RT_GK_MM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gk.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A 2-D weight W[rows][cols] on the device, as stored in GGUF: row r at d_data + r * row_bytes.
+ * cols must be a multiple of the type's block (32 or 256 elements) and, for the quantised types,
+ * of the activation block (Q8_0: 32, Q8_K: 256), as on the CPU. Rows and data may have any
+ * alignment; 16-byte aligned data with row_bytes a multiple of 16 takes the fast loads. */
+typedef struct ds4rt_gk_weight {
+    uint32_t type;
+    const void *d_data;
+    int64_t rows;
+    int64_t cols;
+    uint64_t row_bytes;
+} ds4rt_gk_weight;
+
+/* Nonzero if `type` has kernels here (exactly the CPU backend's computable types). */
+int ds4rt_gk_mm_supports(uint32_t type);
+
+/* Bytes of converted activations for n rows of `cols` paired with weight type `type` (0 for an
+ * unsupported type). Scratch of at least this size is passed to the launchers below. */
+size_t ds4rt_gk_act_bytes(uint32_t type, int64_t cols, int64_t n);
+
+/* Converts the n rows d_x[n][cols] (f32, contiguous) into d_act (ds4rt_gk_act_bytes(type, cols,
+ * n) bytes, 16-byte aligned), in the activation type paired with weight type `type`. One
+ * conversion can serve several products with weights of the same pairing (gate and up). */
+int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, int64_t cols, void *d_act,
+                         size_t act_bytes, void *stream);
+
+/* y[i][r] = sum_c W[r][c] x[i][c] for i < n (d_y[n][w->rows]), from activations converted by
+ * ds4rt_gk_act_convert for a weight of the same pairing and the same cols. Any n >= 0. */
+int ds4rt_gk_matmul_act(const ds4rt_gk_weight *w, const void *d_act, int64_t n, float *d_y, void *stream);
+
+/* Convenience: ds4rt_gk_act_convert into d_scratch then ds4rt_gk_matmul_act. scratch_bytes >=
+ * ds4rt_gk_matmul_scratch_bytes(w->type, w->cols, n). */
+size_t ds4rt_gk_matmul_scratch_bytes(uint32_t type, int64_t cols, int64_t n);
+int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float *d_y, void *d_scratch,
+                    size_t scratch_bytes, void *stream);
+
+/* Products over a stack of experts (MoE dispatch), with the expert of each slot read from device
+ * memory: for j < n_slots, e = d_ids[j] (int32), W_e = the matrix at w->d_data + e * expert_stride
+ * (shape and type of *w),
+ *     y[j][r] = sum_c W_e[r][c] x[j / x_div][c]       (d_y[n_slots][w->rows])
+ * with x the activation rows converted by ds4rt_gk_act_convert (n_slots / x_div rows, rounded
+ * up). x_div = k (slots per token) for gate/up, where slot i*k+s reads token i's row; x_div = 1
+ * for down, where each slot has its own row. Bitwise equal to ds4rt_gk_matmul_act of W_e on that
+ * row alone. An id outside [0, n_experts) reads no weight and writes NaN to its output row. */
+int ds4rt_gk_matmul_experts_act(const ds4rt_gk_weight *w, uint64_t expert_stride, uint32_t n_experts,
+                                const int32_t *d_ids, int64_t n_slots, uint32_t x_div, const void *d_act,
+                                float *d_y, void *stream);
+
+/* out[i][c][:] = row d_ids[i] of W dequantised to f32 (bit-exact with the CPU dequantiser, which
+ * is gguf-py's), for i < n and c < copies: d_out is [n][copies][w->cols]. An id outside
+ * [0, w->rows) writes NaN to its rows and reads nothing. */
+int ds4rt_gk_get_rows(const ds4rt_gk_weight *w, const int32_t *d_ids, int64_t n, uint32_t copies, float *d_out,
+                      void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DS4RT_GK_MM_H */

@@ -1,0 +1,1117 @@
+/*
+ * mm.hip - matrix products y = W x, expert-stack products and row gathers on the GPU (mm.h).
+ *
+ * Bitwise the CPU backend's results (docs/QUANTS.md §3, src/quant/kernels_scalar.c): the same
+ * activation conversion (act_quant.c, mirrored operation for operation), per weight block the
+ * same exact integer sums and the same f32 term, added to lane b % 8 in increasing b, lanes
+ * summed by the same tree; float types: products into lane i % 32, summed by the 32-lane tree.
+ * Integer sums are exact whatever their order, so the GPU is free to form them any way (dp4a,
+ * 4 elements per instruction); the f32 operations use the _rn intrinsics, which are never fused
+ * into multiply-adds. The one exception is F16 x f16-rounded activations: both operands have 11
+ * significant bits, their product is exact in f32 (and far from f32's underflow), so a fused
+ * multiply-add rounds exactly like the CPU's multiply-then-add.
+ *
+ * Layout of the work (docs/GPU.md, "Matrix products"):
+ *   - quantised types: a block of 64 threads takes 8 weight rows; thread (row, c) is lane c of
+ *     its row and walks the row's blocks c, c+8, c+16, ... in order. Each step stages 8 x PER
+ *     consecutive weight blocks of every row (1-1.7 KB) in shared memory with 16-byte loads
+ *     (when the rows are 16-byte aligned), then each lane decodes its PER blocks once per token.
+ *   - float types: a block takes 16 rows; a thread holds 4 of the 32 lanes of 4 rows for a
+ *     group of up to 8 tokens (8- or 16-byte loads); up to 4 token groups per block read the
+ *     same weight bytes at the same time.
+ *   - expert stacks: one grid row per slot; the expert id is read on the device.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "gk_internal.h"
+#include "mm.h"
+
+#if defined(DS4RT_HIP_CPU)
+/* HIP-CPU marks kernels `simd` under GCC, which cannot take the struct argument of the product
+ * kernels (and means nothing for correctness): plain functions there. */
+#undef __global__
+#define __global__
+#endif
+
+/* The format tables of the CPU (generated from gguf-py), placed in device global memory: inside
+ * this include every `static` array definition becomes `static __device__` (on HIP-CPU, device
+ * code is host code and reads them as they are). Not __constant__: the lanes of a warp index
+ * them with different values, which constant memory serialises; global loads go through L1. */
+#if !defined(DS4RT_HIP_CPU)
+#define static static __device__
+#endif
+#include "../src/quant/quant_tables.h"
+#if !defined(DS4RT_HIP_CPU)
+#undef static
+#endif
+
+/* GGML type ids (= DS4RT_TYPE_* of ds4rt.h; tests/gpu/test_mm.c checks them). */
+enum {
+    T_F32 = 0,
+    T_F16 = 1,
+    T_Q4_0 = 2,
+    T_Q8_0 = 8,
+    T_Q2_K = 10,
+    T_Q4_K = 12,
+    T_Q5_K = 13,
+    T_Q6_K = 14,
+    T_IQ2_XXS = 16,
+    T_BF16 = 30,
+    T_MXFP4 = 39
+};
+
+/* Activation pairing (docs/QUANTS.md §2). */
+enum { A_F32, A_F16, A_BF16, A_Q8_0, A_Q8_K };
+
+static int act_kind(uint32_t type) {
+    switch (type) {
+    case T_F32: return A_F32;
+    case T_F16: return A_F16;
+    case T_BF16: return A_BF16;
+    case T_Q8_0:
+    case T_Q4_0:
+    case T_MXFP4: return A_Q8_0;
+    case T_Q2_K:
+    case T_Q4_K:
+    case T_Q5_K:
+    case T_Q6_K:
+    case T_IQ2_XXS: return A_Q8_K;
+    default: return -1;
+    }
+}
+
+/* Elements and bytes of a weight block. */
+static int block_elems(uint32_t type) {
+    switch (type) {
+    case T_F32:
+    case T_F16:
+    case T_BF16: return 1;
+    case T_Q8_0:
+    case T_Q4_0:
+    case T_MXFP4: return 32;
+    default: return 256;
+    }
+}
+
+static int block_bytes(uint32_t type) {
+    switch (type) {
+    case T_F32: return 4;
+    case T_F16:
+    case T_BF16: return 2;
+    case T_Q8_0: return 34;
+    case T_Q4_0: return 18;
+    case T_MXFP4: return 17;
+    case T_Q2_K: return 84;
+    case T_Q4_K: return 144;
+    case T_Q5_K: return 176;
+    case T_Q6_K: return 210;
+    case T_IQ2_XXS: return 66;
+    default: return 0;
+    }
+}
+
+static const char *type_name(uint32_t type) {
+    switch (type) {
+    case T_F32: return "F32";
+    case T_F16: return "F16";
+    case T_BF16: return "BF16";
+    case T_Q8_0: return "Q8_0";
+    case T_Q4_0: return "Q4_0";
+    case T_MXFP4: return "MXFP4";
+    case T_Q2_K: return "Q2_K";
+    case T_Q4_K: return "Q4_K";
+    case T_Q5_K: return "Q5_K";
+    case T_Q6_K: return "Q6_K";
+    case T_IQ2_XXS: return "IQ2_XXS";
+    default: return "?";
+    }
+}
+
+/* ---------------- activation rows on the device ----------------
+ * One row: int8 q[cols] at 0, f32 d[cols/blk] at d_off, sums at s_off (Q8_0: int32 per 32,
+ * Q8_K: int16 per 16), `stride` bytes apart; float pairings: f32 values at 0. All 16-aligned. */
+typedef struct {
+    int kind;
+    int64_t cols;
+    size_t stride, d_off, s_off;
+} act_layout;
+
+static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static act_layout layout_of(int kind, int64_t cols) {
+    act_layout l;
+    l.kind = kind;
+    l.cols = cols;
+    const size_t n = (size_t)cols;
+    if (kind == A_Q8_0) {
+        l.d_off = align16(n);
+        l.s_off = l.d_off + align16(n / 32 * 4);
+        l.stride = l.s_off + align16(n / 32 * 4);
+    } else if (kind == A_Q8_K) {
+        l.d_off = align16(n);
+        l.s_off = l.d_off + align16(n / 256 * 4);
+        l.stride = l.s_off + align16(n / 16 * 2);
+    } else {
+        l.d_off = l.s_off = 0;
+        l.stride = align16(n * 4);
+    }
+    return l;
+}
+
+/* Loop unrolling hints for the GPU compilers (HIP-CPU's host compiler has no such pragma). */
+#if defined(DS4RT_HIP_CPU)
+#define UNROLL
+#else
+#define UNROLL _Pragma("unroll")
+#endif
+
+/* ---------------- exact f32 arithmetic ----------------
+ * On the GPUs the _rn intrinsics are never contracted into fused multiply-adds. On HIP-CPU the
+ * host compiler builds ISO C++ (-std=c++17), where floating contraction is off. */
+#if defined(DS4RT_HIP_CPU)
+__device__ __forceinline__ float fmul(float a, float b) { return a * b; }
+__device__ __forceinline__ float fadd(float a, float b) { return a + b; }
+__device__ __forceinline__ float fsub(float a, float b) { return a - b; }
+__device__ __forceinline__ float fdiv(float a, float b) { return a / b; }
+__device__ __forceinline__ float ffma(float a, float b, float c) { return fmaf(a, b, c); }
+#else
+__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float fdiv(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ float ffma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+#endif
+
+__device__ __forceinline__ uint32_t f32_bits(float f) {
+    union {
+        float f;
+        uint32_t u;
+    } v;
+    v.f = f;
+    return v.u;
+}
+
+__device__ __forceinline__ float bits_f32(uint32_t u) {
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    v.u = u;
+    return v.f;
+}
+
+/* fp16.h's conversions, operation for operation (f16 -> f32 is exact on every path). */
+__device__ __forceinline__ float h2f(uint32_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    if (e == 0x1f) return bits_f32(sign | 0x7f800000u | (man ? 0x400000u | (man << 13) : 0));
+    if (e == 0) {
+        const float mag = fmul((float)man, 0x1p-24f);
+        return sign ? -mag : mag;
+    }
+    return bits_f32(sign | ((e + 112u) << 23) | (man << 13));
+}
+
+__device__ __forceinline__ uint32_t f2h(float f) {
+    const uint32_t x = f32_bits(f);
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0);
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;
+    if (ax < 0x38800000u) {
+        const uint32_t e = ax >> 23;
+        if (e < 102) return sign;
+        const uint32_t m = (ax & 0x7fffffu) | 0x800000u, shift = 126 - e;
+        uint32_t r = m >> shift;
+        const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return sign | r;
+    }
+    uint32_t h = ((ax >> 23) - 112u) << 10 | ((ax >> 13) & 0x3ffu);
+    const uint32_t rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+    return sign | h;
+}
+
+__device__ __forceinline__ float bf2f(uint32_t b) { return bits_f32(b << 16); }
+
+__device__ __forceinline__ uint32_t f2bf(float f) {
+    uint32_t x = f32_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return x >> 16;
+}
+
+/* MXFP4 block scale 2^(e-128) (blocks.h ds4rt_e8m0_half). */
+__device__ __forceinline__ float e8m0_half(uint32_t e) {
+    return bits_f32(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+
+/* ---------------- activation conversion (act_quant.c) ---------------- */
+
+__device__ __forceinline__ int8_t clamp_q(float v) {
+    float r = fabsf(v) < 4194304.0f ? fsub(fadd(v, 12582912.0f), 12582912.0f) : v;
+    if (r != r) return 0;
+    if (r > 127.0f) r = 127.0f;
+    if (r < -127.0f) r = -127.0f;
+    return (int8_t)r;
+}
+
+/* One thread per 32-element block: the CPU's loop as it is. */
+__global__ void act_q8_0_kernel(const float *__restrict__ x, int64_t n, int64_t cols, uint8_t *__restrict__ act,
+                                size_t stride, size_t d_off, size_t s_off) {
+    const int64_t nb = cols / 32;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * nb) return;
+    const int64_t t = i / nb, b = i % nb;
+    const float *xb = x + t * cols + b * 32;
+    uint8_t *row = act + (size_t)t * stride;
+    float amax = 0.0f;
+    for (int k = 0; k < 32; k++) {
+        const float ax = fabsf(xb[k]);
+        if (ax > amax) amax = ax;
+    }
+    const float db = fdiv(amax, 127.0f);
+    const float id = db != 0.0f ? fdiv(1.0f, db) : 0.0f;
+    int32_t s = 0;
+    int8_t *q = (int8_t *)row + b * 32;
+    for (int k = 0; k < 32; k++) {
+        const int8_t v = clamp_q(fmul(xb[k], id));
+        q[k] = v;
+        s += v;
+    }
+    ((float *)(void *)(row + d_off))[b] = db;
+    ((int32_t *)(void *)(row + s_off))[b] = s;
+}
+
+/* 16 threads per 256-element block, one per group of 16: the group's first maximum of |x| is
+ * found locally and the groups are combined in order with the same strict comparison, which
+ * picks the CPU's element (the first of largest |x|; NaN never compares greater). */
+#define Q8K_PER_CTA 16
+__global__ void act_q8_K_kernel(const float *__restrict__ x, int64_t n, int64_t cols, uint8_t *__restrict__ act,
+                                size_t stride, size_t d_off, size_t s_off) {
+    __shared__ float s_amax[Q8K_PER_CTA * 16];
+    __shared__ float s_max[Q8K_PER_CTA * 16];
+    const int64_t nb = cols / 256;
+    const int sb = threadIdx.x / 16, g = threadIdx.x % 16;
+    const int64_t i = (int64_t)blockIdx.x * Q8K_PER_CTA + sb;
+    const bool live = i < n * nb;
+    const int64_t t = live ? i / nb : 0, b = live ? i % nb : 0;
+    const float *xg = x + t * cols + b * 256 + g * 16;
+    float amax = 0.0f, mx = 0.0f;
+    if (live)
+        for (int k = 0; k < 16; k++) {
+            const float ax = fabsf(xg[k]);
+            if (ax > amax) {
+                amax = ax;
+                mx = xg[k];
+            }
+        }
+    s_amax[threadIdx.x] = amax;
+    s_max[threadIdx.x] = mx;
+    __syncthreads();
+    if (!live) return;
+    amax = 0.0f;
+    mx = 0.0f;
+    for (int k = 0; k < 16; k++) {
+        const float a = s_amax[sb * 16 + k];
+        if (a > amax) {
+            amax = a;
+            mx = s_max[sb * 16 + k];
+        }
+    }
+    uint8_t *row = act + (size_t)t * stride;
+    int8_t *q = (int8_t *)row + b * 256 + g * 16;
+    int16_t *bs = (int16_t *)(void *)(row + s_off) + b * 16 + g;
+    if (amax == 0.0f) {
+        for (int k = 0; k < 16; k++) q[k] = 0;
+        *bs = 0;
+        if (g == 0) ((float *)(void *)(row + d_off))[b] = 0.0f;
+        return;
+    }
+    const float iscale = fdiv(-127.0f, mx);
+    int s = 0;
+    for (int k = 0; k < 16; k++) {
+        q[k] = clamp_q(fmul(iscale, xg[k]));
+        s += q[k];
+    }
+    *bs = (int16_t)s;
+    if (g == 0) ((float *)(void *)(row + d_off))[b] = fdiv(1.0f, iscale);
+}
+
+/* Float pairings: the values rounded to f16 / bf16 (kept as f32), or copied. */
+__global__ void act_float_kernel(const float *__restrict__ x, int64_t n, int64_t cols, int kind,
+                                 uint8_t *__restrict__ act, size_t stride) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * cols) return;
+    const int64_t t = i / cols, c = i % cols;
+    float v = x[i];
+    if (kind == A_F16) v = h2f(f2h(v));
+    else if (kind == A_BF16) v = bf2f(f2bf(v));
+    ((float *)(void *)(act + (size_t)t * stride))[c] = v;
+}
+
+/* ---------------- integer helpers ---------------- */
+
+/* Sum of the four signed byte products of a and b (exact). */
+__device__ __forceinline__ int dot4(int a, int b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+    return __dp4a(a, b, 0);
+#else
+    return (int)(int8_t)a * (int)(int8_t)b + (int)(int8_t)(a >> 8) * (int)(int8_t)(b >> 8) +
+           (int)(int8_t)(a >> 16) * (int)(int8_t)(b >> 16) + (int)(a >> 24) * (int)(b >> 24);
+#endif
+}
+
+/* Little-endian reads from shared memory at 2-byte (rd16, rd32h) or any (rd8) alignment. */
+__device__ __forceinline__ uint32_t rd16(const uint8_t *p) { return *(const uint16_t *)(const void *)p; }
+__device__ __forceinline__ uint32_t rd32h(const uint8_t *p) { return rd16(p) | (rd16(p + 2) << 16); }
+__device__ __forceinline__ uint32_t rd32a(const uint8_t *p) { return *(const uint32_t *)(const void *)p; }
+
+/* Four consecutive activation bytes (16-aligned row, so k*4 is 4-aligned). */
+__device__ __forceinline__ int xw(const int8_t *x, int k) { return *(const int *)(const void *)(x + 4 * k); }
+
+/* Bytes 0..3 of the result = bits 0..3 of `bits` as 0x00/0x01 bytes. */
+__device__ __forceinline__ uint32_t spread4(uint32_t bits) { return ((bits & 15u) * 0x00204081u) & 0x01010101u; }
+
+/* ---------------- per-block terms (kernels_scalar.c, in the same f32 operations) ----------------
+ * 256-element blocks. blk: the weight block (in shared memory, 2-byte aligned); x: the activation
+ * row's quants of this block; xd: its scale; bs: its int16 group sums. */
+
+/* Q2_K: scales[16] @0, qs[64] @16, d @80, dmin @82. */
+__device__ __forceinline__ float term_q2_K(const uint8_t *blk, const int8_t *x, float xd, const int16_t *bs) {
+    int A = 0, B = 0;
+UNROLL
+    for (int g = 0; g < 16; g++) {
+        const int n = g / 8, j = (g % 8) / 2, half = g % 2;
+        int s = 0;
+UNROLL
+        for (int k = 0; k < 4; k++) {
+            const uint32_t q = (rd32a(blk + 16 + 32 * n + 16 * half + 4 * k) >> (2 * j)) & 0x03030303u;
+            s += dot4((int)q, xw(x, (128 * n + 32 * j + 16 * half) / 4 + k));
+        }
+        const int sc = blk[g];
+        A += (sc & 15) * s;
+        B += (sc >> 4) * bs[g];
+    }
+    const float dx = fmul(h2f(rd16(blk + 80)), xd), mx = fmul(h2f(rd16(blk + 82)), xd);
+    return fsub(fmul(dx, (float)A), fmul(mx, (float)B));
+}
+
+__device__ __forceinline__ void k4_scale_min(const uint8_t *s, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Q4_K: d @0, dmin @2, scales[12] @4, qs[128] @16. Q5_K: the same with qh[32] @16, qs @48. */
+template <bool FIVE>
+__device__ __forceinline__ float term_q45_K(const uint8_t *blk, const int8_t *x, float xd, const int16_t *bs) {
+    const uint8_t *qs = blk + (FIVE ? 48 : 16);
+    int A = 0, B = 0;
+UNROLL
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k4_scale_min(blk + 4, j, &sc, &m);
+        const int c = j / 2, sh = 4 * (j % 2);
+        int s = 0;
+UNROLL
+        for (int k = 0; k < 8; k++) {
+            uint32_t q = (rd32a(qs + 32 * c + 4 * k) >> sh) & 0x0f0f0f0fu;
+            if (FIVE) q |= ((rd32a(blk + 16 + 4 * k) >> j) & 0x01010101u) << 4;
+            s += dot4((int)q, xw(x, 8 * j + k));
+        }
+        A += sc * s;
+        B += m * (bs[2 * j] + bs[2 * j + 1]);
+    }
+    const float dx = fmul(h2f(rd16(blk)), xd), mx = fmul(h2f(rd16(blk + 2)), xd);
+    return fsub(fmul(dx, (float)A), fmul(mx, (float)B));
+}
+
+/* Q6_K: ql[128] @0, qh[64] @128, scales[16] (int8) @192, d @208. sum (q - 32) x = sum q x -
+ * 32 * bsum of the group. */
+__device__ __forceinline__ float term_q6_K(const uint8_t *blk, const int8_t *x, float xd, const int16_t *bs) {
+    int A = 0;
+UNROLL
+    for (int g = 0; g < 16; g++) {
+        int s = 0;
+UNROLL
+        for (int k = 0; k < 4; k++) {
+            const int e = 16 * g + 4 * k, h = e / 128, i = e % 128, kk = i / 32;
+            const uint32_t lo = i < 64 ? rd32h(blk + 64 * h + i) & 0x0f0f0f0fu
+                                       : (rd32h(blk + 64 * h + i - 64) >> 4) & 0x0f0f0f0fu;
+            const uint32_t hi = (rd32h(blk + 128 + 32 * h + (i % 32)) >> (2 * kk)) & 0x03030303u;
+            s += dot4((int)(lo | (hi << 4)), xw(x, e / 4));
+        }
+        s -= 32 * bs[g];
+        A += (int)(int8_t)blk[192 + g] * s;
+    }
+    return fmul(fmul(h2f(rd16(blk + 208)), xd), (float)A);
+}
+
+/* IQ2_XXS: d @0, then 8 sub-blocks of 8 bytes: four grid indices and the sign/scale word. */
+__device__ __forceinline__ float term_iq2_xxs(const uint8_t *blk, const int8_t *x, float xd) {
+    int A = 0;
+    for (int s = 0; s < 8; s++) {
+        const uint8_t *q = blk + 2 + 8 * s;
+        const uint32_t aux = rd32h(q + 4);
+        int is = 0;
+UNROLL
+        for (int g = 0; g < 4; g++) {
+            const uint64_t grid = ds4rt_iq2xxs_grid[q[g]];
+            const uint32_t signs = ds4rt_ksigns[(aux >> (7 * g)) & 127];
+UNROLL
+            for (int h = 0; h < 2; h++) {
+                /* magnitudes are 8..43, so -m as a byte is (m ^ 0xff) + 1 without carries */
+                const uint32_t neg = spread4(signs >> (4 * h));
+                const uint32_t m = (uint32_t)(grid >> (32 * h));
+                const uint32_t w = (m ^ (neg * 0xffu)) + neg;
+                is += dot4((int)w, xw(x, 8 * s + 2 * g + h));
+            }
+        }
+        A += (int)(2 * (aux >> 28) + 1) * is;
+    }
+    return fmul(fmul(fmul(h2f(rd16(blk)), xd), (float)A), 0.125f);
+}
+
+/* 32-element blocks (Q8_0, Q4_0, MXFP4) are decoded once into signed bytes and a scale, then
+ * multiplied with each token: I = sum w x exactly as the CPU's sums, term = (d * xd) * I. */
+template <int TYPE>
+__device__ __forceinline__ float decode32(const uint8_t *blk, int *wq) {
+    if constexpr (TYPE == T_Q8_0) {
+        UNROLL
+        for (int k = 0; k < 8; k++) wq[k] = (int)rd32h(blk + 2 + 4 * k);
+        return h2f(rd16(blk));
+    } else if constexpr (TYPE == T_Q4_0) { /* bytes q - 8 from nibbles q, without borrows between bytes */
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const uint32_t q = rd32h(blk + 2 + 4 * k);
+            wq[k] = (int)((((q & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+            wq[4 + k] = (int)(((((q >> 4) & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+        }
+        return h2f(rd16(blk));
+    } else { /* MXFP4 */
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo = 0, hi = 0;
+            for (int j = 0; j < 4; j++) {
+                const uint32_t q = blk[1 + 4 * k + j];
+                lo |= (uint32_t)(uint8_t)ds4rt_mxfp4_values[q & 15] << (8 * j);
+                hi |= (uint32_t)(uint8_t)ds4rt_mxfp4_values[q >> 4] << (8 * j);
+            }
+            wq[k] = (int)lo;
+            wq[4 + k] = (int)hi;
+        }
+        return e8m0_half(blk[0]);
+    }
+}
+
+__device__ __forceinline__ float term32(const int *wq, float dw, const uint8_t *arow, size_t d_off, int64_t b) {
+    const int8_t *x = (const int8_t *)arow + b * 32;
+    const float xd = ((const float *)(const void *)(arow + d_off))[b];
+    const int4 x0 = *(const int4 *)(const void *)x, x1 = *(const int4 *)(const void *)(x + 16);
+    const int I = dot4(wq[0], x0.x) + dot4(wq[1], x0.y) + dot4(wq[2], x0.z) + dot4(wq[3], x0.w) + dot4(wq[4], x1.x) +
+                  dot4(wq[5], x1.y) + dot4(wq[6], x1.z) + dot4(wq[7], x1.w);
+    return fmul(fmul(dw, xd), (float)I);
+}
+
+template <int TYPE>
+__device__ __forceinline__ float block_term(const uint8_t *blk, const uint8_t *arow, size_t d_off, size_t s_off,
+                                            int64_t b) {
+    const int8_t *x = (const int8_t *)arow + b * 256;
+    const float xd = ((const float *)(const void *)(arow + d_off))[b];
+    const int16_t *bs = (const int16_t *)(const void *)(arow + s_off) + b * 16;
+    if (TYPE == T_Q2_K) return term_q2_K(blk, x, xd, bs);
+    if (TYPE == T_Q4_K) return term_q45_K<false>(blk, x, xd, bs);
+    if (TYPE == T_Q5_K) return term_q45_K<true>(blk, x, xd, bs);
+    if (TYPE == T_Q6_K) return term_q6_K(blk, x, xd, bs);
+    return term_iq2_xxs(blk, x, xd);
+}
+
+__device__ __forceinline__ float reduce8(const float *a) {
+    return fadd(fadd(fadd(a[0], a[4]), fadd(a[2], a[6])), fadd(fadd(a[1], a[5]), fadd(a[3], a[7])));
+}
+
+/* ---------------- quantised products ---------------- */
+
+#define QROWS 8      /* weight rows per thread block */
+#define QLANES 8     /* lanes (threads) per row: lane c takes blocks c, c+8, ... */
+#define QTOK 32      /* tokens per grid row (dense products) */
+
+/* Where a grid row's work is: its weight matrix, first token and count, output rows. */
+typedef struct {
+    const uint8_t *w;       /* dense: the matrix; experts: expert 0 */
+    uint64_t row_bytes;
+    int64_t rows;
+    int64_t nb;             /* weight blocks per row */
+    const uint8_t *act;
+    size_t stride, d_off, s_off;
+    float *y;
+    int64_t n;              /* dense: tokens; experts: slots */
+    /* experts */
+    const int32_t *ids;
+    uint64_t expert_stride;
+    uint32_t n_experts;
+    uint32_t x_div;
+} mm_args;
+
+template <int TYPE, bool ALIGNED, bool EXPERTS>
+__global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
+    constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : TYPE == T_MXFP4 ? 17 : TYPE == T_Q2_K ? 84
+                       : TYPE == T_Q4_K ? 144 : TYPE == T_Q5_K ? 176 : TYPE == T_Q6_K ? 210 : 66;
+    /* lane rounds per staging step: about 1-1.7 KB of every row per step, so that a block keeps
+     * ~10 KB of loads in flight between two barriers */
+    constexpr int PER = TYPE == T_Q8_0 ? 4 : TYPE == T_Q4_0 || TYPE == T_MXFP4 ? 8
+                        : TYPE == T_Q2_K || TYPE == T_IQ2_XXS ? 2 : 1;
+    constexpr int STEP = QLANES * PER; /* weight blocks per row per step */
+    constexpr int SPAN = ((STEP * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
+    __shared__ uint4 wbuf4[QROWS][SPAN / 16]; /* uint4: 16-byte aligned */
+    uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
+    __shared__ float acc[QROWS * QLANES][QTOK];
+
+    const int tid = threadIdx.x, r = tid / QLANES, c = tid % QLANES;
+    const int64_t row0 = (int64_t)blockIdx.x * QROWS;
+    int64_t t0, nt, y_row;
+    const uint8_t *w = a.w;
+    bool bad = false;
+    if (EXPERTS) {
+        const int64_t j = blockIdx.y;
+        const int32_t e = a.ids[j];
+        bad = e < 0 || (uint32_t)e >= a.n_experts;
+        w += bad ? 0 : (uint64_t)e * a.expert_stride;
+        t0 = j / a.x_div;
+        nt = 1;
+        y_row = j;
+    } else {
+        t0 = (int64_t)blockIdx.y * QTOK;
+        nt = a.n - t0 < QTOK ? a.n - t0 : QTOK;
+        y_row = t0;
+    }
+    if (bad) { /* uniform over the block: no barrier is skipped by part of it */
+        const int64_t row = row0 + tid;
+        if (tid < QROWS && row < a.rows) a.y[y_row * a.rows + row] = bits_f32(0x7fc00000u);
+        return;
+    }
+    for (int t = 0; t < nt; t++) acc[tid][t] = 0.0f;
+    const int nrows = a.rows - row0 < QROWS ? (int)(a.rows - row0) : QROWS;
+
+    for (int64_t b0 = 0; b0 < a.nb; b0 += STEP) {
+        const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
+        const uint64_t off = (uint64_t)b0 * BB, len = (uint64_t)nblk * BB;
+        int shift = 0;
+        if (ALIGNED) { /* rows are 16-aligned: load the covering 16-byte words */
+            shift = (int)(off & 15);
+            const int nu = (int)((shift + len + 15) / 16);
+            for (int k = tid; k < nrows * nu; k += QROWS * QLANES) {
+                const int rr = k / nu, u = k % nu;
+                const uint8_t *src = w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift) + 16 * u;
+                *(uint4 *)(void *)&wbuf[rr][16 * u] = *(const uint4 *)(const void *)src;
+            }
+        } else {
+            for (int k = tid; k < nrows * (int)len; k += QROWS * QLANES) {
+                const int rr = k / (int)len, u = k % (int)len;
+                wbuf[rr][u] = w[(uint64_t)(row0 + rr) * a.row_bytes + off + u];
+            }
+        }
+        __syncthreads();
+        /* lane c: blocks b0 + c, b0 + c + 8, ... of the step, in increasing order */
+        if (r < nrows)
+            for (int p = c; p < nblk; p += QLANES) {
+                const uint8_t *blk = &wbuf[r][shift + p * BB];
+                if constexpr (TYPE == T_Q8_0 || TYPE == T_Q4_0 || TYPE == T_MXFP4) {
+                    int wq[8];
+                    const float dw = decode32<TYPE>(blk, wq);
+                    for (int t = 0; t < nt; t++)
+                        acc[tid][t] = fadd(acc[tid][t], term32(wq, dw, a.act + (size_t)(t0 + t) * a.stride, a.d_off,
+                                                               b0 + p));
+                } else {
+                    for (int t = 0; t < nt; t++)
+                        acc[tid][t] = fadd(acc[tid][t], block_term<TYPE>(blk, a.act + (size_t)(t0 + t) * a.stride,
+                                                                         a.d_off, a.s_off, b0 + p));
+                }
+            }
+        __syncthreads();
+    }
+    /* y = the fixed reduction of the row's 8 lanes; lane thread c writes tokens c, c+8, ... */
+    if (r < nrows)
+        for (int t = c; t < nt; t += QLANES) {
+            float l[QLANES];
+            for (int k = 0; k < QLANES; k++) l[k] = acc[r * QLANES + k][t];
+            a.y[(y_row + t) * a.rows + row0 + r] = reduce8(l);
+        }
+}
+
+/* ---------------- float products ----------------
+ * Thread (q, rg, g) holds lanes 4q..4q+3 of FRT rows for the TT tokens of token group g: each
+ * activation load serves FRT rows and each weight load TT tokens, which keeps the L1 traffic of
+ * activations (not the FMA rate) from bounding batches of 2..17 rows. */
+
+#define FQ 8      /* threads per row, each holding 4 of the 32 lanes */
+#define FRT 4     /* rows per thread */
+#define FRG 4     /* row groups per thread block */
+#define FROWS (FRT * FRG)
+#define FGROUPS 4 /* token groups per thread block */
+
+template <int TYPE>
+__device__ __forceinline__ void load4(const uint8_t *wr, int64_t e, float *v) {
+    if (TYPE == T_F32) {
+        const float4 p = *(const float4 *)(const void *)(wr + 4 * e);
+        v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w;
+    } else {
+        const uint2 p = *(const uint2 *)(const void *)(wr + 2 * e);
+        const uint32_t u[2] = {p.x, p.y};
+        for (int k = 0; k < 2; k++) {
+            v[2 * k] = TYPE == T_F16 ? h2f(u[k] & 0xffffu) : bf2f(u[k] & 0xffffu);
+            v[2 * k + 1] = TYPE == T_F16 ? h2f(u[k] >> 16) : bf2f(u[k] >> 16);
+        }
+    }
+}
+
+template <int TYPE>
+__device__ __forceinline__ float load1(const uint8_t *wr, int64_t e) {
+    if (TYPE == T_F32) {
+        const uint32_t u = wr[4 * e] | (wr[4 * e + 1] << 8) | (wr[4 * e + 2] << 16) | ((uint32_t)wr[4 * e + 3] << 24);
+        return bits_f32(u);
+    }
+    const uint32_t u = wr[2 * e] | (wr[2 * e + 1] << 8);
+    return TYPE == T_F16 ? h2f(u) : bf2f(u);
+}
+
+/* acc += w * x: one rounding after the exact product for F16 (see the top), else two. */
+template <int TYPE>
+__device__ __forceinline__ float mac(float acc, float w, float x) {
+    return TYPE == T_F16 ? ffma(w, x, acc) : fadd(acc, fmul(w, x));
+}
+
+/* Tokens of token group g of a grid row, and its first token (dense products). */
+__device__ __forceinline__ int64_t group_tokens(int64_t n, int64_t t0, int tt) {
+    const int64_t nt = n - t0 < tt ? n - t0 : tt;
+    return nt < 0 ? 0 : nt;
+}
+
+template <int TYPE, int TT, bool VEC, bool EXPERTS>
+__global__ void __launch_bounds__(FQ * FRG * FGROUPS) mm_f_kernel(mm_args a, int64_t cols) {
+    __shared__ float part[TT][FROWS][33]; /* the 32 lanes of each (token, row); 33 against bank conflicts */
+    const int q = threadIdx.x % FQ, rg = threadIdx.x / FQ, g = threadIdx.y;
+    const int64_t rowb = (int64_t)blockIdx.x * FROWS, row0 = rowb + rg * FRT;
+    int64_t t0, nt, y_row;
+    const uint8_t *w = a.w;
+    bool bad = false;
+    if (EXPERTS) {
+        const int64_t j = blockIdx.y;
+        const int32_t e = a.ids[j];
+        bad = e < 0 || (uint32_t)e >= a.n_experts;
+        w += bad ? 0 : (uint64_t)e * a.expert_stride;
+        t0 = j / a.x_div;
+        nt = 1;
+        y_row = j;
+    } else {
+        t0 = (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)g * TT;
+        nt = group_tokens(a.n, t0, TT);
+        y_row = t0;
+    }
+    float acc[FRT][TT][4];
+    UNROLL
+    for (int i = 0; i < FRT; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++)
+            UNROLL
+            for (int k = 0; k < 4; k++) acc[i][t][k] = 0.0f;
+    if (nt > 0 && !bad) {
+        const uint8_t *wr[FRT];
+        UNROLL
+        for (int i = 0; i < FRT; i++) /* rows past the end read the last row; nothing is stored */
+            wr[i] = w + (uint64_t)(row0 + i < a.rows ? row0 + i : a.rows - 1) * a.row_bytes;
+        for (int64_t e0 = 4 * q; e0 < cols; e0 += 32) {
+            float wv[FRT][4];
+            UNROLL
+            for (int i = 0; i < FRT; i++) {
+                if (VEC) {
+                    load4<TYPE>(wr[i], e0, wv[i]);
+                } else {
+                    UNROLL
+                    for (int k = 0; k < 4; k++) wv[i][k] = e0 + k < cols ? load1<TYPE>(wr[i], e0 + k) : 0.0f;
+                }
+            }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                if (t < nt) {
+                    const float *xr = (const float *)(const void *)(a.act + (size_t)(t0 + t) * a.stride) + e0;
+                    float xv[4];
+                    if (VEC) {
+                        const float4 x4 = *(const float4 *)(const void *)xr;
+                        xv[0] = x4.x, xv[1] = x4.y, xv[2] = x4.z, xv[3] = x4.w;
+                    } else {
+                        UNROLL
+                        for (int k = 0; k < 4; k++) xv[k] = e0 + k < cols ? xr[k] : 0.0f;
+                    }
+                    UNROLL
+                    for (int i = 0; i < FRT; i++)
+                        UNROLL
+                        for (int k = 0; k < 4; k++)
+                            if (VEC || e0 + k < cols) acc[i][t][k] = mac<TYPE>(acc[i][t][k], wv[i][k], xv[k]);
+                }
+            }
+        }
+    }
+    /* one token group at a time: its lanes through shared memory, then reduce32 (blocks.h):
+     * v[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]), y = reduce8(v) */
+    const int nthreads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    for (int gr = 0; gr < (int)blockDim.y; gr++) {
+        if (g == gr)
+            UNROLL
+            for (int i = 0; i < FRT; i++)
+                UNROLL
+                for (int t = 0; t < TT; t++)
+                    UNROLL
+                    for (int k = 0; k < 4; k++) part[t][rg * FRT + i][4 * q + k] = acc[i][t][k];
+        __syncthreads();
+        const int64_t tg = EXPERTS ? t0 : (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)gr * TT;
+        const int64_t ng = EXPERTS ? 1 : group_tokens(a.n, tg, TT), yg = EXPERTS ? y_row : tg;
+        for (int j = tid; j < TT * FROWS; j += nthreads) {
+            const int t = j / FROWS, lr = j % FROWS;
+            const int64_t row = rowb + lr;
+            if (t >= ng || row >= a.rows) continue;
+            const float *l = part[t][lr];
+            float v[8];
+            for (int k = 0; k < 8; k++) v[k] = fadd(fadd(l[k], l[k + 8]), fadd(l[k + 16], l[k + 24]));
+            a.y[(yg + t) * a.rows + row] = bad ? bits_f32(0x7fc00000u) : reduce8(v);
+        }
+        __syncthreads();
+    }
+}
+
+/* ---------------- row gathers (dequant.c, operation for operation) ---------------- */
+
+template <int TYPE>
+__device__ __forceinline__ void dequant_block(const uint8_t *blk, float *y, int64_t copies, int64_t cols) {
+#define PUT(i, v)                                                     \
+    do {                                                              \
+        const float pv_ = (v);                                        \
+        for (int64_t c_ = 0; c_ < copies; c_++) y[c_ * cols + (i)] = pv_; \
+    } while (0)
+    if (TYPE == T_F32) {
+        PUT(0, bits_f32(blk[0] | (blk[1] << 8) | (blk[2] << 16) | ((uint32_t)blk[3] << 24)));
+    } else if (TYPE == T_F16) {
+        PUT(0, h2f(blk[0] | (blk[1] << 8)));
+    } else if (TYPE == T_BF16) {
+        PUT(0, bf2f(blk[0] | (blk[1] << 8)));
+    } else if (TYPE == T_Q8_0) {
+        const float d = h2f(blk[0] | (blk[1] << 8));
+        for (int i = 0; i < 32; i++) PUT(i, fmul((float)(int8_t)blk[2 + i], d));
+    } else if (TYPE == T_Q4_0) {
+        const float d = h2f(blk[0] | (blk[1] << 8));
+        for (int i = 0; i < 16; i++) {
+            PUT(i, fmul(d, (float)((blk[2 + i] & 15) - 8)));
+            PUT(i + 16, fmul(d, (float)((blk[2 + i] >> 4) - 8)));
+        }
+    } else if (TYPE == T_MXFP4) {
+        const float d = e8m0_half(blk[0]);
+        for (int i = 0; i < 16; i++) {
+            PUT(i, fmul(d, (float)ds4rt_mxfp4_values[blk[1 + i] & 15]));
+            PUT(i + 16, fmul(d, (float)ds4rt_mxfp4_values[blk[1 + i] >> 4]));
+        }
+    } else if (TYPE == T_Q2_K) {
+        const float d = h2f(blk[80] | (blk[81] << 8)), dmin = h2f(blk[82] | (blk[83] << 8));
+        for (int e = 0; e < 256; e++) {
+            const int n = e / 128, j = (e % 128) / 32, i = e % 32;
+            const int sc = blk[e / 16];
+            const float dl = fmul(d, (float)(sc & 15)), ml = fmul(dmin, (float)(sc >> 4));
+            PUT(e, fsub(fmul(dl, (float)((blk[16 + 32 * n + i] >> (2 * j)) & 3)), ml));
+        }
+    } else if (TYPE == T_Q4_K || TYPE == T_Q5_K) {
+        const float d = h2f(blk[0] | (blk[1] << 8)), dmin = h2f(blk[2] | (blk[3] << 8));
+        const uint8_t *qs = blk + (TYPE == T_Q5_K ? 48 : 16);
+        for (int j = 0; j < 8; j++) {
+            int sc, m;
+            k4_scale_min(blk + 4, j, &sc, &m);
+            const float dl = fmul(d, (float)sc), ml = fmul(dmin, (float)m);
+            const int c = j / 2, sh = 4 * (j % 2);
+            for (int l = 0; l < 32; l++) {
+                int q = (qs[32 * c + l] >> sh) & 15;
+                if (TYPE == T_Q5_K) q |= ((blk[16 + l] >> j) & 1) << 4;
+                PUT(32 * j + l, fsub(fmul(dl, (float)q), ml));
+            }
+        }
+    } else if (TYPE == T_Q6_K) {
+        const float d = h2f(blk[208] | (blk[209] << 8));
+        for (int e = 0; e < 256; e++) {
+            const int h = e / 128, i = e % 128, k = i / 32;
+            const int lo = i < 64 ? blk[64 * h + i] & 15 : blk[64 * h + i - 64] >> 4;
+            const int hi = (blk[128 + 32 * h + (i % 32)] >> (2 * k)) & 3;
+            PUT(e, fmul(fmul(d, (float)(int8_t)blk[192 + e / 16]), (float)((lo | (hi << 4)) - 32)));
+        }
+    } else { /* IQ2_XXS */
+        const float d = h2f(blk[0] | (blk[1] << 8));
+        for (int s = 0; s < 8; s++) {
+            const uint8_t *q = blk + 2 + 8 * s;
+            const uint32_t aux = q[4] | (q[5] << 8) | (q[6] << 16) | ((uint32_t)q[7] << 24);
+            const float db = fmul(fmul(d, fadd(0.5f, (float)(aux >> 28))), 0.25f);
+            for (int g = 0; g < 4; g++) {
+                const uint64_t grid = ds4rt_iq2xxs_grid[q[g]];
+                const uint32_t signs = ds4rt_ksigns[(aux >> (7 * g)) & 127];
+                for (int j = 0; j < 8; j++) {
+                    const float v = fmul(db, (float)((grid >> (8 * j)) & 0xff));
+                    PUT(32 * s + 8 * g + j, (signs >> j) & 1 ? -v : v);
+                }
+            }
+        }
+    }
+#undef PUT
+}
+
+/* One thread per (row id, weight block). */
+template <int TYPE>
+__global__ void get_rows_kernel(const uint8_t *__restrict__ w, uint64_t row_bytes, int64_t rows, int64_t cols,
+                                const int32_t *__restrict__ ids, int64_t n, int64_t copies, float *__restrict__ out) {
+    constexpr int BE = TYPE == T_F32 || TYPE == T_F16 || TYPE == T_BF16 ? 1
+                       : (TYPE == T_Q8_0 || TYPE == T_Q4_0 || TYPE == T_MXFP4) ? 32 : 256;
+    constexpr int BB = TYPE == T_F32 ? 4 : TYPE == T_F16 || TYPE == T_BF16 ? 2 : TYPE == T_Q8_0 ? 34
+                       : TYPE == T_Q4_0 ? 18 : TYPE == T_MXFP4 ? 17 : TYPE == T_Q2_K ? 84 : TYPE == T_Q4_K ? 144
+                       : TYPE == T_Q5_K ? 176 : TYPE == T_Q6_K ? 210 : 66;
+    const int64_t nb = cols / BE;
+    const int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n * nb) return;
+    const int64_t i = k / nb, b = k % nb;
+    const int32_t id = ids[i];
+    float *y = out + (size_t)i * copies * cols + b * BE;
+    if (id < 0 || id >= rows) {
+        for (int64_t c = 0; c < copies; c++)
+            for (int e = 0; e < BE; e++) y[c * cols + e] = bits_f32(0x7fc00000u);
+        return;
+    }
+    dequant_block<TYPE>(w + (uint64_t)id * row_bytes + b * BB, y, copies, cols);
+}
+
+/* ---------------- launchers ---------------- */
+
+extern "C" int ds4rt_gk_mm_supports(uint32_t type) { return act_kind(type) >= 0; }
+
+/* Shapes the CPU accepts (matmul.c check_shape), for `what`. */
+static int check_weight(const ds4rt_gk_weight *w, const char *what) {
+    if (w == NULL) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: weight is NULL", what);
+    const int kind = act_kind(w->type);
+    if (kind < 0) return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "%s: weight type %u has no GPU kernel", what, w->type);
+    const int be = block_elems(w->type), ab = kind == A_Q8_0 ? 32 : kind == A_Q8_K ? 256 : 1;
+    if (w->rows < 0 || w->cols <= 0 || w->cols % be != 0 || w->cols % ab != 0 || w->cols > ((int64_t)1 << 40) ||
+        w->rows > ((int64_t)1 << 31))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: bad %s shape rows=%lld cols=%lld", what, type_name(w->type),
+                             (long long)w->rows, (long long)w->cols);
+    const uint64_t need = (uint64_t)(w->cols / be) * (uint64_t)block_bytes(w->type);
+    if (w->row_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: row_bytes %llu < %llu needed by %lld %s columns", what,
+                             (unsigned long long)w->row_bytes, (unsigned long long)need, (long long)w->cols,
+                             type_name(w->type));
+    if (w->rows > 0 && w->d_data == NULL) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: weight data is NULL", what);
+    return DS4RT_GK_OK;
+}
+
+extern "C" size_t ds4rt_gk_act_bytes(uint32_t type, int64_t cols, int64_t n) {
+    const int kind = act_kind(type);
+    if (kind < 0 || cols <= 0 || n <= 0) return 0;
+    return layout_of(kind, cols).stride * (size_t)n;
+}
+
+extern "C" size_t ds4rt_gk_matmul_scratch_bytes(uint32_t type, int64_t cols, int64_t n) {
+    return ds4rt_gk_act_bytes(type, cols, n);
+}
+
+extern "C" int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, int64_t cols, void *d_act,
+                                    size_t act_bytes, void *stream) {
+    const int kind = act_kind(type);
+    if (kind < 0) return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "act_convert: weight type %u has no GPU kernel", type);
+    const int ab = kind == A_Q8_0 ? 32 : kind == A_Q8_K ? 256 : 1;
+    if (n < 0 || cols <= 0 || cols % ab != 0 || n > ((int64_t)1 << 24) || cols > ((int64_t)1 << 30))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "act_convert: bad shape n=%lld cols=%lld for %s", (long long)n,
+                             (long long)cols, type_name(type));
+    if (n == 0) return DS4RT_GK_OK;
+    const act_layout l = layout_of(kind, cols);
+    if (act_bytes < l.stride * (size_t)n)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "act_convert: %zu bytes of scratch < %zu needed", act_bytes,
+                             l.stride * (size_t)n);
+    if (d_x == NULL || d_act == NULL || ((uintptr_t)d_act & 15) != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "act_convert: x or scratch NULL or scratch not 16-byte aligned");
+    hipStream_t s = (hipStream_t)stream;
+    uint8_t *act = (uint8_t *)d_act;
+    if (kind == A_Q8_0) {
+        const int64_t items = n * (cols / 32);
+        hipLaunchKernelGGL(act_q8_0_kernel, dim3((unsigned)((items + 127) / 128)), dim3(128), 0, s, d_x, n, cols, act,
+                           l.stride, l.d_off, l.s_off);
+        return DS4RT_GK_LAUNCHED("act_q8_0");
+    }
+    if (kind == A_Q8_K) {
+        const int64_t items = n * (cols / 256);
+        hipLaunchKernelGGL(act_q8_K_kernel, dim3((unsigned)((items + Q8K_PER_CTA - 1) / Q8K_PER_CTA)),
+                           dim3(Q8K_PER_CTA * 16), 0, s, d_x, n, cols, act, l.stride, l.d_off, l.s_off);
+        return DS4RT_GK_LAUNCHED("act_q8_K");
+    }
+    const int64_t items = n * cols;
+    hipLaunchKernelGGL(act_float_kernel, dim3((unsigned)((items + 255) / 256)), dim3(256), 0, s, d_x, n, cols, kind,
+                       act, l.stride);
+    return DS4RT_GK_LAUNCHED("act_float");
+}
+
+typedef void (*mm_kernel_fn)(mm_args);
+typedef void (*mmf_kernel_fn)(mm_args, int64_t);
+
+template <bool EXPERTS>
+static mm_kernel_fn pick_q(uint32_t type, bool aligned) {
+#define PICK(T) return aligned ? mm_q_kernel<T, true, EXPERTS> : mm_q_kernel<T, false, EXPERTS>
+    switch (type) {
+    case T_Q8_0: PICK(T_Q8_0);
+    case T_Q4_0: PICK(T_Q4_0);
+    case T_MXFP4: PICK(T_MXFP4);
+    case T_Q2_K: PICK(T_Q2_K);
+    case T_Q4_K: PICK(T_Q4_K);
+    case T_Q5_K: PICK(T_Q5_K);
+    case T_Q6_K: PICK(T_Q6_K);
+    case T_IQ2_XXS: PICK(T_IQ2_XXS);
+    default: return NULL;
+    }
+#undef PICK
+}
+
+template <int TYPE, bool EXPERTS>
+static mmf_kernel_fn pick_f_tt(int tt, bool vec) {
+    if constexpr (EXPERTS) { /* one token per slot */
+        (void)tt;
+        return vec ? mm_f_kernel<TYPE, 1, true, true> : mm_f_kernel<TYPE, 1, false, true>;
+    } else {
+        switch (tt) {
+        case 1: return vec ? mm_f_kernel<TYPE, 1, true, false> : mm_f_kernel<TYPE, 1, false, false>;
+        case 2: return vec ? mm_f_kernel<TYPE, 2, true, false> : mm_f_kernel<TYPE, 2, false, false>;
+        case 4: return vec ? mm_f_kernel<TYPE, 4, true, false> : mm_f_kernel<TYPE, 4, false, false>;
+        default: return vec ? mm_f_kernel<TYPE, 8, true, false> : mm_f_kernel<TYPE, 8, false, false>;
+        }
+    }
+}
+
+template <bool EXPERTS>
+static mmf_kernel_fn pick_f(uint32_t type, int tt, bool vec) {
+    switch (type) {
+    case T_F32: return pick_f_tt<T_F32, EXPERTS>(tt, vec);
+    case T_F16: return pick_f_tt<T_F16, EXPERTS>(tt, vec);
+    case T_BF16: return pick_f_tt<T_BF16, EXPERTS>(tt, vec);
+    default: return NULL;
+    }
+}
+
+/* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
+ * expert stack (grid rows are slots). */
+template <bool EXPERTS>
+static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, hipStream_t s, const char *what) {
+    const int kind = act_kind(w->type);
+    const act_layout l = layout_of(kind, w->cols);
+    a.stride = l.stride;
+    a.d_off = l.d_off;
+    a.s_off = l.s_off;
+    a.row_bytes = w->row_bytes;
+    a.rows = w->rows;
+    const bool aligned = ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0 &&
+                         (!EXPERTS || (a.expert_stride & 15) == 0);
+    if (kind == A_Q8_0 || kind == A_Q8_K) {
+        a.nb = w->cols / block_elems(w->type);
+        const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;
+        if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
+        const dim3 grid((unsigned)((w->rows + QROWS - 1) / QROWS), (unsigned)gy);
+        mm_kernel_fn k = pick_q<EXPERTS>(w->type, aligned);
+        hipLaunchKernelGGL(k, grid, dim3(QROWS * QLANES), 0, s, a);
+    } else {
+        /* vector loads need aligned rows and whole 32-element lane periods */
+        const bool vec = aligned && w->cols % 32 == 0;
+        /* tokens per group: the smallest power of two >= n, at most 8 (experts: 1) */
+        const int64_t nn = EXPERTS ? 1 : n_grid_rows;
+        const int tt = nn >= 5 ? 8 : nn >= 3 ? 4 : nn == 2 ? 2 : 1;
+        const int64_t per = (int64_t)tt * FGROUPS;
+        const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + per - 1) / per;
+        if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
+        /* as many token groups as the tokens need (the groups of a block share weight loads) */
+        const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
+        const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy);
+        mmf_kernel_fn k = pick_f<EXPERTS>(w->type, tt, vec);
+        hipLaunchKernelGGL(k, grid, dim3(FQ * FRG, (unsigned)groups), 0, s, a, w->cols);
+    }
+    return ds4rt_gk_check(hipGetLastError(), what);
+}
+
+extern "C" int ds4rt_gk_matmul_act(const ds4rt_gk_weight *w, const void *d_act, int64_t n, float *d_y, void *stream) {
+    int st = check_weight(w, "matmul");
+    if (st != DS4RT_GK_OK) return st;
+    if (n < 0) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul: n=%lld", (long long)n);
+    if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
+    if (d_act == NULL || d_y == NULL || ((uintptr_t)d_act & 15) != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul: activations or y NULL, or activations not 16-byte aligned");
+    mm_args a = {};
+    a.w = (const uint8_t *)w->d_data;
+    a.act = (const uint8_t *)d_act;
+    a.y = d_y;
+    a.n = n;
+    return launch_mm<false>(w, a, n, (hipStream_t)stream, "matmul");
+}
+
+extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float *d_y, void *d_scratch,
+                               size_t scratch_bytes, void *stream) {
+    int st = check_weight(w, "matmul");
+    if (st != DS4RT_GK_OK) return st;
+    if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
+    st = ds4rt_gk_act_convert(w->type, d_x, n, w->cols, d_scratch, scratch_bytes, stream);
+    if (st != DS4RT_GK_OK) return st;
+    return ds4rt_gk_matmul_act(w, d_scratch, n, d_y, stream);
+}
+
+extern "C" int ds4rt_gk_matmul_experts_act(const ds4rt_gk_weight *w, uint64_t expert_stride, uint32_t n_experts,
+                                           const int32_t *d_ids, int64_t n_slots, uint32_t x_div, const void *d_act,
+                                           float *d_y, void *stream) {
+    int st = check_weight(w, "matmul_experts");
+    if (st != DS4RT_GK_OK) return st;
+    if (n_slots < 0 || x_div == 0 || n_experts == 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_experts: n_slots=%lld x_div=%u n_experts=%u",
+                             (long long)n_slots, x_div, n_experts);
+    if (n_slots == 0 || w->rows == 0) return DS4RT_GK_OK;
+    if (d_ids == NULL || d_act == NULL || d_y == NULL || ((uintptr_t)d_act & 15) != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_experts: ids, activations or y NULL, or activations not 16-byte aligned");
+    if (expert_stride < w->row_bytes * (uint64_t)w->rows)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_experts: expert stride %llu < the %llu bytes of a matrix",
+                             (unsigned long long)expert_stride, (unsigned long long)(w->row_bytes * (uint64_t)w->rows));
+    mm_args a = {};
+    a.w = (const uint8_t *)w->d_data;
+    a.act = (const uint8_t *)d_act;
+    a.y = d_y;
+    a.n = n_slots;
+    a.ids = d_ids;
+    a.expert_stride = expert_stride;
+    a.n_experts = n_experts;
+    a.x_div = x_div;
+    return launch_mm<true>(w, a, n_slots, (hipStream_t)stream, "matmul_experts");
+}
+
+typedef void (*rows_kernel_fn)(const uint8_t *, uint64_t, int64_t, int64_t, const int32_t *, int64_t, int64_t, float *);
+
+extern "C" int ds4rt_gk_get_rows(const ds4rt_gk_weight *w, const int32_t *d_ids, int64_t n, uint32_t copies,
+                                 float *d_out, void *stream) {
+    int st = check_weight(w, "get_rows");
+    if (st != DS4RT_GK_OK) return st;
+    if (n < 0 || copies == 0) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "get_rows: n=%lld copies=%u", (long long)n, copies);
+    if (n == 0) return DS4RT_GK_OK;
+    if (d_ids == NULL || d_out == NULL) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "get_rows: ids or out is NULL");
+    rows_kernel_fn k = NULL;
+    switch (w->type) {
+    case T_F32: k = get_rows_kernel<T_F32>; break;
+    case T_F16: k = get_rows_kernel<T_F16>; break;
+    case T_BF16: k = get_rows_kernel<T_BF16>; break;
+    case T_Q8_0: k = get_rows_kernel<T_Q8_0>; break;
+    case T_Q4_0: k = get_rows_kernel<T_Q4_0>; break;
+    case T_MXFP4: k = get_rows_kernel<T_MXFP4>; break;
+    case T_Q2_K: k = get_rows_kernel<T_Q2_K>; break;
+    case T_Q4_K: k = get_rows_kernel<T_Q4_K>; break;
+    case T_Q5_K: k = get_rows_kernel<T_Q5_K>; break;
+    case T_Q6_K: k = get_rows_kernel<T_Q6_K>; break;
+    default: k = get_rows_kernel<T_IQ2_XXS>; break;
+    }
+    const int64_t items = n * (w->cols / block_elems(w->type));
+    hipLaunchKernelGGL(k, dim3((unsigned)((items + 127) / 128)), dim3(128), 0, (hipStream_t)stream,
+                       (const uint8_t *)w->d_data, w->row_bytes, w->rows, w->cols, d_ids, n, (int64_t)copies, d_out);
+    return DS4RT_GK_LAUNCHED("get_rows");
+}

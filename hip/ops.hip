@@ -1,0 +1,1071 @@
+/*
+ * ops.hip - the HC, row and MoE-piece kernels of hip/ops.h.
+ *
+ * Every kernel reproduces the operation order of the CPU backend's function it replaces
+ * (src/backend/cpu/cpu_hc.c, cpu_math.c, cpu_moe.c, cpu_rows.c; the float product of
+ * src/quant/kernels_scalar.c), one row per block or per thread, so a row's bits never depend
+ * on the batch. Three rules make that hold on nvcc, hipcc and HIP-CPU alike:
+ *   - no fused multiply-add where the CPU has none: products that are summed go through
+ *     GK_FMUL (__fmul_rn on nvcc; clang honours the fp contract pragma below; HIP-CPU builds
+ *     for x86-64 without FMA);
+ *   - block reductions go through shared memory in a fixed tree (HIP-CPU's shuffles are not
+ *     reliable in multi-warp blocks; docs/GPU.md), never atomics on floats;
+ *   - float64 where the CPU uses float64 (norm sums, Sinkhorn, sigmoids, softplus, the
+ *     confidence head).
+ */
+#include <float.h>
+#include <math.h>
+
+#include "gk_internal.h"
+#include "ops.h"
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#if defined(__CUDACC__)
+#define GK_FMUL(a, b) __fmul_rn((a), (b))
+#else
+#define GK_FMUL(a, b) ((a) * (b))
+#endif
+
+/* ---- bit-level helpers --------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t gk_f2u(float f) {
+    union {
+        float f;
+        uint32_t u;
+    } v;
+    v.f = f;
+    return v.u;
+}
+__device__ __forceinline__ float gk_u2f(uint32_t u) {
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    v.u = u;
+    return v.f;
+}
+
+__device__ __forceinline__ bool gk_isfinite(float x) { return (gk_f2u(x) & 0x7f800000u) != 0x7f800000u; }
+
+/* f32 -> f16 bits with round-half-even: the integer algorithm of src/quant/fp16.h, so the
+ * activation rounding is bitwise the CPU's on every platform. */
+__device__ __forceinline__ uint16_t gk_f32_to_f16(float f) {
+    const uint32_t x = gk_f2u(f);
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u | ((ax >> 13) & 0x3ffu) : 0));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) {
+        const uint32_t e = ax >> 23;
+        if (e < 102) return sign;
+        const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+        const uint32_t shift = 126 - e;
+        uint32_t r = m >> shift;
+        const uint32_t rem = m & ((1u << shift) - 1);
+        const uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t h = ((ax >> 23) - 112u) << 10 | ((ax >> 13) & 0x3ffu);
+    const uint32_t rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+/* f32 -> bf16 bits, round-half-even, quiet NaN (src/quant/fp16.h). */
+__device__ __forceinline__ uint16_t gk_f32_to_bf16(float f) {
+    uint32_t x = gk_f2u(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+/* Weight element c of a row, as f32, and the activation rounding paired with the type
+ * (docs/QUANTS.md §2). */
+template <unsigned T> __device__ __forceinline__ float gk_wload(const uint8_t *row, int64_t c);
+template <> __device__ __forceinline__ float gk_wload<DS4RT_GK_TYPE_F32>(const uint8_t *row, int64_t c) {
+    return ((const float *)row)[c];
+}
+template <> __device__ __forceinline__ float gk_wload<DS4RT_GK_TYPE_F16>(const uint8_t *row, int64_t c) {
+    return ds4rt_gk_h2f(((const uint16_t *)row)[c]);
+}
+template <> __device__ __forceinline__ float gk_wload<DS4RT_GK_TYPE_BF16>(const uint8_t *row, int64_t c) {
+    return ds4rt_gk_bf2f(((const uint16_t *)row)[c]);
+}
+template <unsigned T> __device__ __forceinline__ float gk_act(float x);
+template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_F32>(float x) { return x; }
+template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_F16>(float x) { return ds4rt_gk_h2f(gk_f32_to_f16(x)); }
+template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_BF16>(float x) { return ds4rt_gk_bf2f(gk_f32_to_bf16(x)); }
+
+/* e^x in float as the CPU's expf gives it: HIP-CPU calls the same libm; a device rounds its
+ * float64 exp to float (see ops.h, ds4rt_gk_swiglu). */
+__device__ __forceinline__ float gk_expf(float x) {
+#if defined(DS4RT_HIP_CPU)
+    return expf(x);
+#else
+    return (float)exp((double)x);
+#endif
+}
+
+__device__ __forceinline__ double gk_sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* ---- block reductions (shared memory, fixed tree) --------------------------------------------- */
+
+/* Sum of v over the NT threads of the block (NT a power of two); every thread gets it. */
+template <int NT, typename V> __device__ __forceinline__ V gk_block_sum(V v, V *sh) {
+    const int tid = (int)threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s >>= 1) {
+        if (tid < s) sh[tid] = sh[tid] + sh[tid + s];
+        __syncthreads();
+    }
+    V r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* The CPU's fixed sum of 32 float lanes (src/quant/blocks.h, ds4rt_reduce32). */
+__device__ __forceinline__ float gk_reduce32(const float *a) {
+    float v[8];
+    for (int k = 0; k < 8; k++) v[k] = (a[k] + a[k + 8]) + (a[k + 16] + a[k + 24]);
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
+/* ---- RMS scale of rows (HC mixing input) ------------------------------------------------------- */
+
+#define GK_RMS_NT 256
+
+/* inv[t] = (float)(1 / sqrt(mean(X[t]^2) + eps)), the sum of squares in float64 (each square of
+ * a float is exact in float64; only the order of the sum differs from the CPU's). */
+__global__ void __launch_bounds__(GK_RMS_NT) gk_rms_inv_kernel(const float *__restrict__ X, int64_t width, float eps,
+                                                                float *__restrict__ inv) {
+    __shared__ double sh[GK_RMS_NT];
+    const float *x = X + (int64_t)blockIdx.x * width;
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < width; i += GK_RMS_NT) ss += (double)x[i] * (double)x[i];
+    ss = gk_block_sum<GK_RMS_NT>(ss, sh);
+    if (threadIdx.x == 0) inv[blockIdx.x] = (float)(1.0 / sqrt(ss / (double)width + (double)eps));
+}
+
+/* ---- the float product in the CPU's order ------------------------------------------------------ */
+
+/* y[t][r] = reduce32(lane l: sum over c = l, l+32, ... of w[r][c] * act(x[t][c] (* inv[t]))).
+ * A block owns one weight row r and up to GK_MM_TOK tokens: all its threads stage a chunk of
+ * the row in shared memory (the next chunk's loads are issued before the current one is used),
+ * then thread (token s, lane l) adds its lane's products in column order, as the CPU does. */
+#define GK_MM_NT 512
+#define GK_MM_TOK (GK_MM_NT / 32)
+#define GK_MM_PER 4
+#define GK_MM_CHUNK (GK_MM_NT * GK_MM_PER)
+
+template <unsigned T>
+__global__ void __launch_bounds__(GK_MM_NT)
+    gk_float_rows_kernel(const uint8_t *__restrict__ w, uint64_t row_bytes, int64_t cols, const float *__restrict__ x,
+                         const float *__restrict__ inv, int64_t n, int64_t rows, float *__restrict__ y) {
+    __shared__ float wsh[GK_MM_CHUNK];
+    __shared__ float lanes[GK_MM_TOK][32];
+    const int tid = (int)threadIdx.x, s = tid / 32, l = tid % 32;
+    const int64_t r = blockIdx.x;
+    const int64_t t = (int64_t)blockIdx.y * GK_MM_TOK + s;
+    const bool active = t < n;
+    const uint8_t *wr = w + r * row_bytes;
+    const float *xt = x + (active ? t : 0) * cols;
+    const float sc = inv != NULL && active ? inv[t] : 1.0f;
+    float next[GK_MM_PER];
+    for (int q = 0; q < GK_MM_PER; q++) {
+        int64_t c = (int64_t)q * GK_MM_NT + tid;
+        next[q] = c < cols ? gk_wload<T>(wr, c) : 0.0f;
+    }
+    float acc = 0.0f;
+    for (int64_t c0 = 0; c0 < cols; c0 += GK_MM_CHUNK) {
+        __syncthreads(); /* the previous chunk is consumed */
+        for (int q = 0; q < GK_MM_PER; q++) wsh[q * GK_MM_NT + tid] = next[q];
+        __syncthreads();
+        const int64_t c1 = c0 + GK_MM_CHUNK;
+        for (int q = 0; q < GK_MM_PER; q++) {
+            int64_t c = c1 + (int64_t)q * GK_MM_NT + tid;
+            next[q] = c < cols ? gk_wload<T>(wr, c) : 0.0f;
+        }
+        if (active) {
+            const int64_t cend = cols < c1 ? cols : c1;
+            for (int64_t c = c0 + l; c < cend; c += 32) {
+                float xv = inv != NULL ? xt[c] * sc : xt[c];
+                acc += GK_FMUL(wsh[c - c0], gk_act<T>(xv));
+            }
+        }
+    }
+    lanes[s][l] = acc;
+    __syncthreads();
+    if (active && l == 0) y[t * rows + r] = gk_reduce32(lanes[s]);
+}
+
+static int gk_float_rows(uint32_t type, const void *d_w, int64_t rows, int64_t cols, uint64_t row_bytes,
+                         const float *d_x, const float *d_inv, int64_t n, float *d_y, hipStream_t st, const char *who) {
+    if (n == 0 || rows == 0) return DS4RT_GK_OK;
+    if (d_w == NULL || d_x == NULL || d_y == NULL || cols <= 0 || n < 0 || rows < 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: bad arguments (rows %lld cols %lld n %lld)", who,
+                             (long long)rows, (long long)cols, (long long)n);
+    const uint64_t esz = type == DS4RT_GK_TYPE_F32 ? 4 : 2;
+    if (row_bytes < (uint64_t)cols * esz || row_bytes % esz != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: row_bytes %llu does not hold %lld columns", who,
+                             (unsigned long long)row_bytes, (long long)cols);
+    if (rows > 0x7fffffff || (n + GK_MM_TOK - 1) / GK_MM_TOK > 65535)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows x %lld tokens exceed the grid", who, (long long)rows,
+                             (long long)n);
+    dim3 grid((unsigned)rows, (unsigned)((n + GK_MM_TOK - 1) / GK_MM_TOK));
+    const uint8_t *w = (const uint8_t *)d_w;
+    switch (type) {
+    case DS4RT_GK_TYPE_F32:
+        hipLaunchKernelGGL(gk_float_rows_kernel<DS4RT_GK_TYPE_F32>, grid, dim3(GK_MM_NT), 0, st, w, row_bytes, cols, d_x,
+                           d_inv, n, rows, d_y);
+        break;
+    case DS4RT_GK_TYPE_F16:
+        hipLaunchKernelGGL(gk_float_rows_kernel<DS4RT_GK_TYPE_F16>, grid, dim3(GK_MM_NT), 0, st, w, row_bytes, cols, d_x,
+                           d_inv, n, rows, d_y);
+        break;
+    case DS4RT_GK_TYPE_BF16:
+        hipLaunchKernelGGL(gk_float_rows_kernel<DS4RT_GK_TYPE_BF16>, grid, dim3(GK_MM_NT), 0, st, w, row_bytes, cols, d_x,
+                           d_inv, n, rows, d_y);
+        break;
+    default: return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "%s: weight type %u is not F32/F16/BF16", who, type);
+    }
+    return ds4rt_gk_check(hipGetLastError(), who);
+}
+
+extern "C" int ds4rt_gk_matmul_float(uint32_t w_type, const void *d_w, int64_t rows, int64_t cols, uint64_t w_row_bytes,
+                                     const float *d_x, int64_t n, float *d_y, void *stream) {
+    return gk_float_rows(w_type, d_w, rows, cols, w_row_bytes, d_x, NULL, n, d_y, (hipStream_t)stream, "matmul_float");
+}
+
+/* ---- hyper-connections ------------------------------------------------------------------------- */
+
+static size_t gk_align(size_t b) { return (b + 255) & ~(size_t)255; }
+
+extern "C" size_t ds4rt_gk_hc_scratch_bytes(int64_t n, uint32_t n_hc) {
+    if (n < 1) n = 1;
+    return gk_align((size_t)n * 4) + gk_align((size_t)n * (2 + n_hc) * n_hc * 4);
+}
+
+static int gk_hc_check(const ds4rt_gk_hc_dims *dims, int64_t n, const char *who) {
+    if (dims == NULL || dims->n_hc == 0 || dims->n_hc > 16 || dims->d == 0 || n < 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: bad HC shape (N %u, D %u, n %lld)", who,
+                             dims ? dims->n_hc : 0, dims ? dims->d : 0, (long long)n);
+    if (n > 0x7fffffff) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows exceed the grid", who, (long long)n);
+    return DS4RT_GK_OK;
+}
+
+extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t n_out, uint32_t fn_type,
+                               const void *d_fn, uint64_t fn_row_bytes, const float *d_X, float *d_mix, void *d_scratch,
+                               size_t scratch_bytes, void *stream) {
+    int st = gk_hc_check(dims, n, "hc_mix");
+    if (st != DS4RT_GK_OK || n == 0) return st;
+    if (d_scratch == NULL || scratch_bytes < gk_align((size_t)n * 4))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_mix: scratch of %zu bytes < %zu", scratch_bytes,
+                             gk_align((size_t)n * 4));
+    const int64_t width = (int64_t)dims->n_hc * dims->d;
+    float *inv = (float *)d_scratch;
+    hipStream_t s = (hipStream_t)stream;
+    hipLaunchKernelGGL(gk_rms_inv_kernel, dim3((unsigned)n), dim3(GK_RMS_NT), 0, s, d_X, width, dims->rms_eps, inv);
+    if ((st = DS4RT_GK_LAUNCHED("hc_mix rms")) != DS4RT_GK_OK) return st;
+    return gk_float_rows(fn_type, d_fn, n_out, width, fn_row_bytes, d_X, inv, n, d_mix, s, "hc_mix product");
+}
+
+#define GK_HC_NT 256
+
+/* One block per row: the Sinkhorn coefficients (float64, the CPU's sequence of operations:
+ * each row or column sum by one thread in index order, the divisions in parallel), then the
+ * weighted reduce of the N streams and the RMSNorm of the result. */
+__global__ void __launch_bounds__(GK_HC_NT)
+    gk_hc_pre_finish_kernel(uint32_t N, uint32_t D, uint32_t iters, float hc_eps, float rms_eps,
+                            const float *__restrict__ mix, const float *__restrict__ scale,
+                            const float *__restrict__ base, const float *__restrict__ norm, const float *__restrict__ X,
+                            float *__restrict__ xn, float *__restrict__ post, float *__restrict__ comb) {
+    __shared__ double c[16 * 16];
+    __shared__ double div[16];
+    __shared__ float pre[16];
+    __shared__ double sh[GK_HC_NT];
+    const int tid = (int)threadIdx.x;
+    const int64_t t = blockIdx.x;
+    const float *m = mix + t * (int64_t)(2 + N) * N;
+    const uint32_t NN = N * N;
+    const double eps = (double)hc_eps;
+    if ((uint32_t)tid < N) {
+        pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m[tid] + base[tid]) + eps);
+        post[t * N + tid] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[N + tid] + base[N + tid]));
+    }
+    if ((uint32_t)tid < NN) c[tid] = (double)scale[2] * m[2 * N + tid] + base[2 * N + tid];
+    __syncthreads();
+    if ((uint32_t)tid < N) { /* row softmax of row a = tid */
+        double *row = c + tid * N;
+        double mx = -DBL_MAX;
+        for (uint32_t b = 0; b < N; b++)
+            if (row[b] > mx) mx = row[b];
+        double sum = 0.0;
+        for (uint32_t b = 0; b < N; b++) {
+            row[b] = exp(row[b] - mx);
+            sum += row[b];
+        }
+        for (uint32_t b = 0; b < N; b++) row[b] = row[b] / sum + eps;
+    }
+    __syncthreads();
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) {
+            if ((uint32_t)tid < N) {
+                double s = 0.0;
+                for (uint32_t b = 0; b < N; b++) s += c[tid * N + b];
+                div[tid] = s + eps;
+            }
+            __syncthreads();
+            if ((uint32_t)tid < NN) c[tid] = c[tid] / div[tid / N];
+            __syncthreads();
+        }
+        if ((uint32_t)tid < N) {
+            double s = 0.0;
+            for (uint32_t a = 0; a < N; a++) s += c[a * N + tid];
+            div[tid] = s + eps;
+        }
+        __syncthreads();
+        if ((uint32_t)tid < NN) c[tid] = c[tid] / div[tid % N];
+        __syncthreads();
+    }
+    if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)c[tid];
+
+    /* x = sum_h pre[h] X[h] (float, h in order), then RMSNorm with the weight */
+    const float *Xt = X + t * (int64_t)N * D;
+    float *x = xn + t * (int64_t)D;
+    double ss = 0.0;
+    for (uint32_t j = tid; j < D; j += GK_HC_NT) {
+        float acc = 0.0f;
+        for (uint32_t h = 0; h < N; h++) acc += GK_FMUL(pre[h], Xt[(int64_t)h * D + j]);
+        x[j] = acc;
+        ss += (double)acc * (double)acc;
+    }
+    ss = gk_block_sum<GK_HC_NT>(ss, sh);
+    const float inv = (float)(1.0 / sqrt(ss / (double)D + (double)rms_eps));
+    for (uint32_t j = tid; j < D; j += GK_HC_NT) x[j] = norm != NULL ? x[j] * inv * norm[j] : x[j] * inv;
+}
+
+extern "C" int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_mix, const float *d_scale,
+                                      const float *d_base, const float *d_norm, const float *d_X, float *d_xn,
+                                      float *d_post, float *d_comb, void *stream) {
+    int st = gk_hc_check(dims, n, "hc_pre_finish");
+    if (st != DS4RT_GK_OK || n == 0) return st;
+    if (!d_mix || !d_scale || !d_base || !d_X || !d_xn || !d_post || !d_comb)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre_finish: a tensor is NULL");
+    hipLaunchKernelGGL(gk_hc_pre_finish_kernel, dim3((unsigned)n), dim3(GK_HC_NT), 0, (hipStream_t)stream, dims->n_hc,
+                       dims->d, dims->sinkhorn_iters, dims->hc_eps, dims->rms_eps, d_mix, d_scale, d_base, d_norm, d_X,
+                       d_xn, d_post, d_comb);
+    return DS4RT_GK_LAUNCHED("hc_pre_finish");
+}
+
+extern "C" int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn,
+                               uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
+                               const float *d_X, float *d_xn, float *d_post, float *d_comb, void *d_scratch,
+                               size_t scratch_bytes, void *stream) {
+    int st = gk_hc_check(dims, n, "hc_pre");
+    if (st != DS4RT_GK_OK || n == 0) return st;
+    const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc);
+    if (d_scratch == NULL || scratch_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre: scratch of %zu bytes < %zu", scratch_bytes, need);
+    const size_t inv_bytes = gk_align((size_t)n * 4);
+    float *mix = (float *)((uint8_t *)d_scratch + inv_bytes);
+    const uint32_t n_out = (2 + dims->n_hc) * dims->n_hc;
+    if ((st = ds4rt_gk_hc_mix(dims, n, n_out, fn_type, d_fn, fn_row_bytes, d_X, mix, d_scratch, inv_bytes, stream)) !=
+        DS4RT_GK_OK)
+        return st;
+    return ds4rt_gk_hc_pre_finish(dims, n, mix, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb, stream);
+}
+
+#define GK_EW_NT 256
+
+/* One thread per (row, column k): the N stream values of column k are read once. */
+__global__ void __launch_bounds__(GK_EW_NT)
+    gk_hc_post_kernel(uint32_t N, uint32_t D, int64_t n, const float *__restrict__ X, const float *__restrict__ f,
+                      const float *__restrict__ post, const float *__restrict__ comb, float *__restrict__ Xo) {
+    const int64_t g = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x;
+    if (g >= n * (int64_t)D) return;
+    const int64_t t = g / D, k = g % D;
+    const float *Xt = X + t * (int64_t)N * D;
+    const float *cm = comb + t * (int64_t)N * N;
+    float xs[16];
+    for (uint32_t i = 0; i < N; i++) xs[i] = Xt[(int64_t)i * D + k];
+    const float fk = f[t * (int64_t)D + k];
+    for (uint32_t j = 0; j < N; j++) {
+        float acc = GK_FMUL(post[t * N + j], fk);
+        for (uint32_t i = 0; i < N; i++) acc += GK_FMUL(cm[i * N + j], xs[i]);
+        Xo[t * (int64_t)N * D + (int64_t)j * D + k] = acc;
+    }
+}
+
+static unsigned gk_blocks(int64_t count, int per) { return (unsigned)((count + per - 1) / per); }
+
+extern "C" int ds4rt_gk_hc_post(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_X, const float *d_f,
+                                const float *d_post, const float *d_comb, float *d_X_out, void *stream) {
+    int st = gk_hc_check(dims, n, "hc_post");
+    if (st != DS4RT_GK_OK || n == 0) return st;
+    if (!d_X || !d_f || !d_post || !d_comb || !d_X_out || d_X == d_X_out)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_post: a tensor is NULL, or X_out aliases X");
+    const int64_t total = n * (int64_t)dims->d;
+    if (gk_blocks(total, GK_EW_NT) == 0 || (total + GK_EW_NT - 1) / GK_EW_NT > 0x7fffffff)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_post: too many rows");
+    hipLaunchKernelGGL(gk_hc_post_kernel, dim3(gk_blocks(total, GK_EW_NT)), dim3(GK_EW_NT), 0, (hipStream_t)stream,
+                       dims->n_hc, dims->d, n, d_X, d_f, d_post, d_comb, d_X_out);
+    return DS4RT_GK_LAUNCHED("hc_post");
+}
+
+/* grid (column blocks, rows): each block forms the row's N head weights, then reduces. */
+__global__ void __launch_bounds__(GK_EW_NT)
+    gk_hc_head_finish_kernel(uint32_t N, uint32_t D, float hc_eps, const float *__restrict__ mix,
+                             const float *__restrict__ scale, const float *__restrict__ base,
+                             const float *__restrict__ X, float *__restrict__ y) {
+    __shared__ float wts[16];
+    const int64_t t = blockIdx.y;
+    const int tid = (int)threadIdx.x;
+    if ((uint32_t)tid < N)
+        wts[tid] = (float)(gk_sigmoid_d((double)scale[0] * mix[t * N + tid] + base[tid]) + (double)hc_eps);
+    __syncthreads();
+    const int64_t j = (int64_t)blockIdx.x * GK_EW_NT + tid;
+    if (j >= D) return;
+    const float *Xt = X + t * (int64_t)N * D;
+    float acc = 0.0f;
+    for (uint32_t h = 0; h < N; h++) acc += GK_FMUL(wts[h], Xt[(int64_t)h * D + j]);
+    y[t * (int64_t)D + j] = acc;
+}
+
+extern "C" int ds4rt_gk_hc_head_finish(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_mix,
+                                       const float *d_scale, const float *d_base, const float *d_X, float *d_y,
+                                       void *stream) {
+    int st = gk_hc_check(dims, n, "hc_head_finish");
+    if (st != DS4RT_GK_OK || n == 0) return st;
+    if (!d_mix || !d_scale || !d_base || !d_X || !d_y)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_head_finish: a tensor is NULL");
+    if (n > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_head_finish: %lld rows exceed the grid", (long long)n);
+    hipLaunchKernelGGL(gk_hc_head_finish_kernel, dim3(gk_blocks(dims->d, GK_EW_NT), (unsigned)n), dim3(GK_EW_NT), 0,
+                       (hipStream_t)stream, dims->n_hc, dims->d, dims->hc_eps, d_mix, d_scale, d_base, d_X, d_y);
+    return DS4RT_GK_LAUNCHED("hc_head_finish");
+}
+
+extern "C" int ds4rt_gk_hc_head(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn,
+                                uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_X,
+                                float *d_y, void *d_scratch, size_t scratch_bytes, void *stream) {
+    int st = gk_hc_check(dims, n, "hc_head");
+    if (st != DS4RT_GK_OK || n == 0) return st;
+    const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc);
+    if (d_scratch == NULL || scratch_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_head: scratch of %zu bytes < %zu", scratch_bytes, need);
+    const size_t inv_bytes = gk_align((size_t)n * 4);
+    float *mix = (float *)((uint8_t *)d_scratch + inv_bytes);
+    if ((st = ds4rt_gk_hc_mix(dims, n, dims->n_hc, fn_type, d_fn, fn_row_bytes, d_X, mix, d_scratch, inv_bytes,
+                              stream)) != DS4RT_GK_OK)
+        return st;
+    return ds4rt_gk_hc_head_finish(dims, n, mix, d_scale, d_base, d_X, d_y, stream);
+}
+
+/* ---- row ops ----------------------------------------------------------------------------------- */
+
+__global__ void __launch_bounds__(GK_EW_NT) gk_capture_kernel(uint32_t N, uint32_t D, int64_t n,
+                                                               const float *__restrict__ X, float *__restrict__ dst,
+                                                               uint64_t stride) {
+    const int64_t g = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x;
+    if (g >= n * (int64_t)D) return;
+    const int64_t t = g / D, j = g % D;
+    const float *Xt = X + t * (int64_t)N * D;
+    float acc = 0.0f;
+    for (uint32_t h = 0; h < N; h++) acc += Xt[(int64_t)h * D + j];
+    dst[(uint64_t)t * stride + (uint64_t)j] = acc / (float)N;
+}
+
+extern "C" int ds4rt_gk_capture(uint32_t n_hc, uint32_t d, int64_t n, const float *d_X, float *d_dst,
+                                uint64_t dst_stride, void *stream) {
+    if (n == 0) return DS4RT_GK_OK;
+    if (n < 0 || n_hc == 0 || d == 0 || !d_X || !d_dst || dst_stride < d || (n * (int64_t)d + GK_EW_NT) / GK_EW_NT > 0x7fffffff)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "capture: bad arguments");
+    hipLaunchKernelGGL(gk_capture_kernel, dim3(gk_blocks(n * (int64_t)d, GK_EW_NT)), dim3(GK_EW_NT), 0,
+                       (hipStream_t)stream, n_hc, d, n, d_X, d_dst, dst_stride);
+    return DS4RT_GK_LAUNCHED("capture");
+}
+
+#define GK_ARGMAX_NT 256
+
+/* One block per row. Each thread keeps the first maximum (> -inf) of its columns; pairs merge by
+ * (larger value, then lower index), which is order-independent, so the result is the CPU's. */
+__global__ void __launch_bounds__(GK_ARGMAX_NT)
+    gk_argmax_kernel(uint32_t width, const float *__restrict__ x, int32_t *__restrict__ ids) {
+    __shared__ float bv[GK_ARGMAX_NT];
+    __shared__ uint32_t bi[GK_ARGMAX_NT];
+    const int tid = (int)threadIdx.x;
+    const float *v = x + (int64_t)blockIdx.x * width;
+    float best = -INFINITY;
+    uint32_t at = 0xffffffffu;
+    for (uint32_t i = tid; i < width; i += GK_ARGMAX_NT) {
+        float e = v[i];
+        if (e > best) {
+            best = e;
+            at = i;
+        }
+    }
+    bv[tid] = best;
+    bi[tid] = at;
+    __syncthreads();
+    for (int s = GK_ARGMAX_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            float o = bv[tid + s];
+            uint32_t oi = bi[tid + s];
+            if (o > bv[tid] || (o == bv[tid] && oi < bi[tid])) {
+                bv[tid] = o;
+                bi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) ids[blockIdx.x] = bv[0] > -INFINITY ? (int32_t)bi[0] : 0;
+}
+
+extern "C" int ds4rt_gk_argmax(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *stream) {
+    if (rows == 0) return DS4RT_GK_OK;
+    if (rows < 0 || rows > 0x7fffffff || width == 0 || width > 0x7fffffffu || !d_x || !d_ids)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "argmax: bad arguments (rows %lld, width %u)", (long long)rows, width);
+    hipLaunchKernelGGL(gk_argmax_kernel, dim3((unsigned)rows), dim3(GK_ARGMAX_NT), 0, (hipStream_t)stream, width, d_x,
+                       d_ids);
+    return DS4RT_GK_LAUNCHED("argmax");
+}
+
+/* Split argmax: chunk c of row r covers columns [c * GK_ARGMAX_CHUNK, ...); partials are
+ * (value, index) pairs, merged by the same rule as above, so the answer is the same. */
+#define GK_ARGMAX_CHUNK 8192
+
+__global__ void __launch_bounds__(GK_ARGMAX_NT)
+    gk_argmax_part_kernel(uint32_t width, const float *__restrict__ x, float *__restrict__ pv,
+                          uint32_t *__restrict__ pi) {
+    __shared__ float bv[GK_ARGMAX_NT];
+    __shared__ uint32_t bi[GK_ARGMAX_NT];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.y;
+    const uint32_t c0 = blockIdx.x * GK_ARGMAX_CHUNK;
+    const uint32_t c1 = width - c0 < GK_ARGMAX_CHUNK ? width : c0 + GK_ARGMAX_CHUNK;
+    const float *v = x + r * width;
+    float best = -INFINITY;
+    uint32_t at = 0xffffffffu;
+    for (uint32_t i = c0 + tid; i < c1; i += GK_ARGMAX_NT) {
+        float e = v[i];
+        if (e > best) {
+            best = e;
+            at = i;
+        }
+    }
+    bv[tid] = best;
+    bi[tid] = at;
+    __syncthreads();
+    for (int s = GK_ARGMAX_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            float o = bv[tid + s];
+            uint32_t oi = bi[tid + s];
+            if (o > bv[tid] || (o == bv[tid] && oi < bi[tid])) {
+                bv[tid] = o;
+                bi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        pv[r * gridDim.x + blockIdx.x] = bv[0];
+        pi[r * gridDim.x + blockIdx.x] = bi[0];
+    }
+}
+
+__global__ void __launch_bounds__(GK_ARGMAX_NT)
+    gk_argmax_merge_kernel(uint32_t parts, const float *__restrict__ pv, const uint32_t *__restrict__ pi,
+                           int32_t *__restrict__ ids) {
+    __shared__ float bv[GK_ARGMAX_NT];
+    __shared__ uint32_t bi[GK_ARGMAX_NT];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    float best = -INFINITY;
+    uint32_t at = 0xffffffffu;
+    for (uint32_t c = tid; c < parts; c += GK_ARGMAX_NT) {
+        float o = pv[r * parts + c];
+        uint32_t oi = pi[r * parts + c];
+        if (o > best || (o == best && oi < at)) {
+            best = o;
+            at = oi;
+        }
+    }
+    bv[tid] = best;
+    bi[tid] = at;
+    __syncthreads();
+    for (int s = GK_ARGMAX_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            float o = bv[tid + s];
+            uint32_t oi = bi[tid + s];
+            if (o > bv[tid] || (o == bv[tid] && oi < bi[tid])) {
+                bv[tid] = o;
+                bi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) ids[r] = bv[0] > -INFINITY ? (int32_t)bi[0] : 0;
+}
+
+static uint32_t gk_argmax_parts(uint32_t width) { return (width + GK_ARGMAX_CHUNK - 1) / GK_ARGMAX_CHUNK; }
+
+extern "C" size_t ds4rt_gk_argmax_scratch_bytes(int64_t rows, uint32_t width) {
+    if (rows < 1) rows = 1;
+    const size_t parts = (size_t)rows * gk_argmax_parts(width ? width : 1);
+    return gk_align(parts * 4) + gk_align(parts * 4);
+}
+
+extern "C" int ds4rt_gk_argmax_split(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *d_scratch,
+                                     size_t scratch_bytes, void *stream) {
+    if (rows == 0) return DS4RT_GK_OK;
+    if (rows < 0 || rows > 65535 || width == 0 || width > 0x7fffffffu || !d_x || !d_ids)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "argmax_split: bad arguments (rows %lld, width %u)",
+                             (long long)rows, width);
+    const size_t need = ds4rt_gk_argmax_scratch_bytes(rows, width);
+    if (d_scratch == NULL || scratch_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "argmax_split: scratch of %zu bytes < %zu", scratch_bytes, need);
+    const uint32_t parts = gk_argmax_parts(width);
+    float *pv = (float *)d_scratch;
+    uint32_t *pi = (uint32_t *)((uint8_t *)d_scratch + gk_align((size_t)rows * parts * 4));
+    hipStream_t s = (hipStream_t)stream;
+    hipLaunchKernelGGL(gk_argmax_part_kernel, dim3(parts, (unsigned)rows), dim3(GK_ARGMAX_NT), 0, s, width, d_x, pv, pi);
+    int st = DS4RT_GK_LAUNCHED("argmax_split parts");
+    if (st != DS4RT_GK_OK) return st;
+    hipLaunchKernelGGL(gk_argmax_merge_kernel, dim3((unsigned)rows), dim3(GK_ARGMAX_NT), 0, s, parts, pv, pi, d_ids);
+    return DS4RT_GK_LAUNCHED("argmax_split merge");
+}
+
+__global__ void __launch_bounds__(GK_EW_NT) gk_add_kernel(int64_t count, const float *__restrict__ a,
+                                                           const float *__restrict__ b, float *__restrict__ o) {
+    for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < count; i += (int64_t)gridDim.x * GK_EW_NT)
+        o[i] = a[i] + b[i];
+}
+
+/* Grid of a grid-stride kernel: enough blocks to fill a device, no more than needed. */
+static unsigned gk_stride_blocks(int64_t count) {
+    int64_t b = (count + GK_EW_NT - 1) / GK_EW_NT;
+    return (unsigned)(b < 1 ? 1 : (b > 4096 ? 4096 : b));
+}
+
+extern "C" int ds4rt_gk_add(int64_t count, const float *d_a, const float *d_b, float *d_out, void *stream) {
+    if (count == 0) return DS4RT_GK_OK;
+    if (count < 0 || !d_a || !d_b || !d_out) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "add: bad arguments");
+    hipLaunchKernelGGL(gk_add_kernel, dim3(gk_stride_blocks(count)), dim3(GK_EW_NT), 0, (hipStream_t)stream, count, d_a,
+                       d_b, d_out);
+    return DS4RT_GK_LAUNCHED("add");
+}
+
+__global__ void __launch_bounds__(GK_EW_NT) gk_nonfinite_kernel(int64_t count, const float *__restrict__ x,
+                                                                 int32_t *__restrict__ out) {
+    __shared__ int32_t sh[GK_EW_NT];
+    int32_t bad = 0;
+    for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < count; i += (int64_t)gridDim.x * GK_EW_NT)
+        bad += !gk_isfinite(x[i]);
+    bad = gk_block_sum<GK_EW_NT>(bad, sh);
+    if (threadIdx.x == 0 && bad != 0) atomicAdd(out, bad); /* integer: exact in any order */
+}
+
+extern "C" int ds4rt_gk_nonfinite(int64_t count, const float *d_x, int32_t *d_out, void *stream) {
+    if (count < 0 || !d_out || (count > 0 && !d_x)) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "nonfinite: bad arguments");
+    int st = ds4rt_gk_check(hipMemsetAsync(d_out, 0, sizeof(int32_t), (hipStream_t)stream), "nonfinite: clear");
+    if (st != DS4RT_GK_OK || count == 0) return st;
+    hipLaunchKernelGGL(gk_nonfinite_kernel, dim3(gk_stride_blocks(count)), dim3(GK_EW_NT), 0, (hipStream_t)stream, count,
+                       d_x, d_out);
+    return DS4RT_GK_LAUNCHED("nonfinite");
+}
+
+__global__ void __launch_bounds__(GK_EW_NT)
+    gk_confidence_kernel(uint32_t d, uint32_t r, const float *__restrict__ p, const float *__restrict__ h,
+                         const float *__restrict__ s, float *__restrict__ out) {
+    __shared__ double sh[GK_EW_NT];
+    double acc = 0.0;
+    for (uint32_t i = threadIdx.x; i < d; i += GK_EW_NT) acc += (double)p[i] * (double)h[i];
+    for (uint32_t i = threadIdx.x; i < r; i += GK_EW_NT) acc += (double)p[d + i] * (double)s[i];
+    acc = gk_block_sum<GK_EW_NT>(acc, sh);
+    if (threadIdx.x == 0) out[0] = (float)(1.0 / (1.0 + exp(-acc)));
+}
+
+extern "C" int ds4rt_gk_dspark_confidence(uint32_t d, uint32_t r, const float *d_proj, const float *d_h,
+                                          const float *d_state, float *d_out, void *stream) {
+    if (!d_proj || !d_out || (d > 0 && !d_h) || (r > 0 && !d_state))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "dspark_confidence: a tensor is NULL");
+    hipLaunchKernelGGL(gk_confidence_kernel, dim3(1), dim3(GK_EW_NT), 0, (hipStream_t)stream, d, r, d_proj, d_h, d_state,
+                       d_out);
+    return DS4RT_GK_LAUNCHED("dspark_confidence");
+}
+
+/* ---- MoE pieces ------------------------------------------------------------------------------- */
+
+#define GK_ROUTE_NT 256
+#define GK_ROUTE_MAX_E 1024
+#define GK_ROUTE_MAX_K 64
+
+__device__ __forceinline__ float gk_sqrt_softplus(float x) {
+    double sp = x > 20.0f ? (double)x : (x < -20.0f ? exp((double)x) : log1p(exp((double)x)));
+    return (float)sqrt(sp);
+}
+
+/* One block per row. Learned routing ranks every expert by (key desc, index asc) with
+ * key = p + bias, NaN as -inf: the k of rank < k in rank order are exactly the CPU's insertion
+ * top-k (src/core/topk.c). The weight sum runs in slot order on one thread, as on the CPU. */
+__global__ void __launch_bounds__(GK_ROUTE_NT)
+    gk_route_kernel(uint32_t E, uint32_t k, int norm_on, float scale, const float *__restrict__ logits,
+                    const float *__restrict__ bias, const int32_t *__restrict__ tid2eid,
+                    const int32_t *__restrict__ tokens, int32_t *__restrict__ ids, float *__restrict__ wout) {
+    __shared__ float p[GK_ROUTE_MAX_E];
+    __shared__ float key[GK_ROUTE_MAX_E];
+    __shared__ int32_t sel[GK_ROUTE_MAX_K];
+    const int tid = (int)threadIdx.x;
+    const int64_t t = blockIdx.x;
+    for (uint32_t e = tid; e < E; e += GK_ROUTE_NT) {
+        p[e] = gk_sqrt_softplus(logits[t * E + e]);
+        if (tid2eid == NULL) {
+            float b = p[e] + bias[e];
+            key[e] = b != b ? -INFINITY : b;
+        }
+    }
+    __syncthreads();
+    if (tid2eid != NULL) {
+        const int32_t tok = tokens[t];
+        for (uint32_t s = tid; s < k; s += GK_ROUTE_NT) sel[s] = tid2eid[(int64_t)tok * k + s];
+    } else {
+        for (uint32_t e = tid; e < E; e += GK_ROUTE_NT) {
+            const float ke = key[e];
+            uint32_t rank = 0;
+            for (uint32_t o = 0; o < E; o++) rank += key[o] > ke || (key[o] == ke && o < e);
+            if (rank < k) sel[rank] = (int32_t)e;
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        float sum = 0.0f;
+        for (uint32_t s = 0; s < k; s++) sum += p[sel[s]];
+        const float nm = norm_on ? 1.0f / (sum > 6.103515625e-5f ? sum : 6.103515625e-5f) : 1.0f;
+        for (uint32_t s = 0; s < k; s++) {
+            ids[t * k + s] = sel[s];
+            wout[t * k + s] = p[sel[s]] * nm * scale;
+        }
+    }
+}
+
+extern "C" int ds4rt_gk_moe_route(const ds4rt_gk_moe_dims *dims, int64_t n, const float *d_logits, const float *d_bias,
+                                  const int32_t *d_tid2eid, const void *d_pass, int32_t *d_ids, float *d_weights,
+                                  void *stream) {
+    if (n == 0) return DS4RT_GK_OK;
+    if (dims == NULL || dims->n_expert == 0 || dims->n_expert > GK_ROUTE_MAX_E || dims->n_used == 0 ||
+        dims->n_used > GK_ROUTE_MAX_K || dims->n_used > dims->n_expert || n < 0 || n > 0x7fffffff)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "moe_route: bad shape (E %u, k %u, n %lld)",
+                             dims ? dims->n_expert : 0, dims ? dims->n_used : 0, (long long)n);
+    if (!d_logits || !d_ids || !d_weights || (d_tid2eid == NULL && d_bias == NULL) || (d_tid2eid != NULL && d_pass == NULL))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT,
+                             "moe_route: needs logits, ids, weights and a bias (learned) or tid2eid + pass (hash)");
+    const int32_t *tokens = d_pass ? (const int32_t *)((const uint8_t *)d_pass + 16) : NULL;
+    hipLaunchKernelGGL(gk_route_kernel, dim3((unsigned)n), dim3(GK_ROUTE_NT), 0, (hipStream_t)stream, dims->n_expert,
+                       dims->n_used, dims->expert_norm, dims->expert_scale, d_logits, d_bias, d_tid2eid, tokens, d_ids,
+                       d_weights);
+    return DS4RT_GK_LAUNCHED("moe_route");
+}
+
+__global__ void __launch_bounds__(GK_EW_NT)
+    gk_swiglu_kernel(int64_t rows, uint32_t width, const float *__restrict__ g, uint64_t gs, const float *__restrict__ u,
+                     uint64_t us, float c, const float *__restrict__ wt, float *h, uint64_t hs) {
+    const int64_t total = rows * (int64_t)width;
+    for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < total; i += (int64_t)gridDim.x * GK_EW_NT) {
+        const int64_t r = i / width, j = i % width;
+        const float gv = g[(uint64_t)r * gs + (uint64_t)j], uv = u[(uint64_t)r * us + (uint64_t)j];
+        const float gi = gv < c ? gv : c;
+        const float ui = uv < -c ? -c : (uv > c ? c : uv);
+        const float silu = gi / (1.0f + gk_expf(-gi));
+        h[(uint64_t)r * hs + (uint64_t)j] = silu * ui * (wt != NULL ? wt[r] : 1.0f);
+    }
+}
+
+extern "C" int ds4rt_gk_swiglu(int64_t rows, uint32_t width, const float *d_g, uint64_t g_stride, const float *d_u,
+                               uint64_t u_stride, float clamp, const float *d_weight, float *d_h, uint64_t h_stride,
+                               void *stream) {
+    if (rows == 0 || width == 0) return DS4RT_GK_OK;
+    if (rows < 0 || !d_g || !d_u || !d_h || g_stride < width || u_stride < width || h_stride < width)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "swiglu: bad arguments");
+    hipLaunchKernelGGL(gk_swiglu_kernel, dim3(gk_stride_blocks(rows * (int64_t)width)), dim3(GK_EW_NT), 0,
+                       (hipStream_t)stream, rows, width, d_g, g_stride, d_u, u_stride, clamp, d_weight, d_h, h_stride);
+    return DS4RT_GK_LAUNCHED("swiglu");
+}
+
+__global__ void __launch_bounds__(GK_EW_NT) gk_combine_kernel(int64_t n, uint32_t k, uint32_t d,
+                                                               const float *__restrict__ y,
+                                                               const float *__restrict__ sh, float *__restrict__ f) {
+    const int64_t total = n * (int64_t)d;
+    for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < total; i += (int64_t)gridDim.x * GK_EW_NT) {
+        const int64_t t = i / d, j = i % d;
+        const float *yt = y + t * (int64_t)k * d;
+        float acc = 0.0f;
+        for (uint32_t s = 0; s < k; s++) acc += yt[(int64_t)s * d + j];
+        f[i] = sh != NULL ? acc + sh[i] : acc;
+    }
+}
+
+extern "C" int ds4rt_gk_moe_combine(int64_t n, uint32_t k, uint32_t d, const float *d_y, const float *d_shared,
+                                    float *d_f, void *stream) {
+    if (n == 0 || d == 0) return DS4RT_GK_OK;
+    if (n < 0 || !d_f || (k > 0 && !d_y)) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "moe_combine: bad arguments");
+    hipLaunchKernelGGL(gk_combine_kernel, dim3(gk_stride_blocks(n * (int64_t)d)), dim3(GK_EW_NT), 0,
+                       (hipStream_t)stream, n, k, d, d_y, d_shared, d_f);
+    return DS4RT_GK_LAUNCHED("moe_combine");
+}
+
+/* ---- sampling ----------------------------------------------------------------------------------- */
+
+#define GK_SAMPLE_NT 256
+
+__host__ __device__ __forceinline__ double gk_uniform(uint64_t seed, uint64_t counter) {
+    uint64_t z = seed + counter * 0x9E3779B97F4A7C15ull + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+extern "C" double ds4rt_gk_sample_uniform(uint64_t seed, uint64_t counter) { return gk_uniform(seed, counter); }
+
+template <typename V> __device__ __forceinline__ V gk_block_max(V v, V *sh) {
+    const int tid = (int)threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = GK_SAMPLE_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) sh[tid] = sh[tid + s] > sh[tid] ? sh[tid + s] : sh[tid];
+        __syncthreads();
+    }
+    V r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* Exclusive prefix of per-thread counts in thread order (thread 0 scans: NT is small). */
+__device__ __forceinline__ uint32_t gk_block_prefix(uint32_t v, uint32_t *sh, uint32_t *total) {
+    const int tid = (int)threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    if (tid == 0) {
+        uint32_t acc = 0;
+        for (int i = 0; i < GK_SAMPLE_NT; i++) {
+            uint32_t c = sh[i];
+            sh[i] = acc;
+            acc += c;
+        }
+        sh[GK_SAMPLE_NT] = acc;
+    }
+    __syncthreads();
+    uint32_t r = sh[tid];
+    *total = sh[GK_SAMPLE_NT];
+    __syncthreads();
+    return r;
+}
+
+/* One block per row; thread i owns the contiguous columns [i*C, (i+1)*C), so scans in thread
+ * order are scans in id order. Probabilities are >= 0, so their bit patterns order like them. */
+__global__ void __launch_bounds__(GK_SAMPLE_NT)
+    gk_sample_kernel(float temperature, int32_t top_k, float top_p, float min_p, uint64_t seed, uint32_t V,
+                     const float *__restrict__ x, const uint64_t *__restrict__ counter, float *__restrict__ probs,
+                     int32_t *__restrict__ ids) {
+    __shared__ double shd[GK_SAMPLE_NT];
+    __shared__ float shf[GK_SAMPLE_NT];
+    __shared__ uint32_t shu[GK_SAMPLE_NT + 1];
+    __shared__ uint32_t hist[256];
+    __shared__ uint32_t sel[2];
+    __shared__ double dsel[2];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    const float *l = x + r * V;
+    float *p = probs + r * V;
+    const uint32_t C = (V + GK_SAMPLE_NT - 1) / GK_SAMPLE_NT;
+    const uint32_t i0 = tid * C < V ? tid * C : V, i1 = i0 + C < V ? i0 + C : V;
+
+    /* softmax of l / T (float64 exp and sum, as the CPU) */
+    float mx = -INFINITY;
+    for (uint32_t i = i0; i < i1; i++) mx = fmaxf(mx, l[i] != l[i] ? -INFINITY : l[i]);
+    mx = gk_block_max(mx, shf);
+    const double inv_t = 1.0 / temperature;
+    double s = 0.0;
+    for (uint32_t i = i0; i < i1; i++) {
+        double e = l[i] != l[i] ? 0.0 : exp(((double)l[i] - mx) * inv_t);
+        p[i] = (float)e;
+        s += e;
+    }
+    const double sum = gk_block_sum<GK_SAMPLE_NT>(s, shd);
+    for (uint32_t i = i0; i < i1; i++) p[i] = (float)(p[i] / sum);
+
+    /* top-k: the k-th largest by radix selection over the bits; ties above the quota go to
+     * the lower ids (src/core/topk.c, ds4rt_topk_indices) */
+    if (top_k > 0 && (uint32_t)top_k < V) {
+        uint32_t prefix = 0, mask = 0, want = (uint32_t)top_k;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int b = tid; b < 256; b += GK_SAMPLE_NT) hist[b] = 0;
+            __syncthreads();
+            for (uint32_t i = i0; i < i1; i++) {
+                uint32_t u = gk_f2u(p[i]);
+                if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1u);
+            }
+            __syncthreads();
+            if (tid == 0) {
+                uint32_t w = want;
+                int b = 255;
+                for (; b > 0; b--) {
+                    if (w <= hist[b]) break;
+                    w -= hist[b];
+                }
+                sel[0] = (uint32_t)b;
+                sel[1] = w;
+            }
+            __syncthreads();
+            prefix |= sel[0] << shift;
+            mask |= 255u << shift;
+            want = sel[1];
+            __syncthreads();
+        }
+        uint32_t eq = 0, n_eq;
+        for (uint32_t i = i0; i < i1; i++) eq += gk_f2u(p[i]) == prefix;
+        uint32_t before = gk_block_prefix(eq, shu, &n_eq);
+        for (uint32_t i = i0; i < i1; i++) {
+            uint32_t u = gk_f2u(p[i]);
+            if (u == prefix) p[i] = before++ < want ? p[i] : 0.0f;
+            else if (u < prefix) p[i] = 0.0f;
+        }
+        __syncthreads();
+    }
+
+    /* top-p: the cut value v* = the largest value whose "sum of p >= v*" still reaches
+     * top_p * total (bit by bit), then ties of v* in id order until the sum reaches it */
+    if (top_p < 1.0f) {
+        double t = 0.0;
+        for (uint32_t i = i0; i < i1; i++) t += p[i] > 0.0f ? (double)p[i] : 0.0;
+        const double total = gk_block_sum<GK_SAMPLE_NT>(t, shd);
+        const double P = top_p * total;
+        float pm = 0.0f;
+        for (uint32_t i = i0; i < i1; i++) pm = fmaxf(pm, p[i]);
+        const uint32_t pmax_bits = gk_f2u(gk_block_max(pm, shf));
+        uint32_t cur = 0;
+        for (int b = 30; b >= 0; b--) {
+            const uint32_t cand = cur | (1u << b);
+            double g = 0.0;
+            for (uint32_t i = i0; i < i1; i++)
+                if (p[i] > 0.0f && gk_f2u(p[i]) >= cand) g += p[i];
+            g = gk_block_sum<GK_SAMPLE_NT>(g, shd);
+            if (g >= P) cur = cand;
+        }
+        if (cur > pmax_bits) cur = pmax_bits; /* P <= 0: the CPU still keeps the first item */
+        double gt = 0.0;
+        uint32_t eq = 0, above = 0, n_eq, n_above;
+        for (uint32_t i = i0; i < i1; i++) {
+            const uint32_t u = gk_f2u(p[i]);
+            if (p[i] > 0.0f && u > cur) gt += p[i];
+            above += p[i] > 0.0f && u > cur;
+            eq += p[i] > 0.0f && u == cur;
+        }
+        gt = gk_block_sum<GK_SAMPLE_NT>(gt, shd);
+        (void)gk_block_prefix(above, shu, &n_above);
+        uint32_t before = gk_block_prefix(eq, shu, &n_eq);
+        if (tid == 0) { /* ties of v* kept in id order while the sum before them is short of P
+                         * (the first item of the sorted order is always kept) */
+            double c = gt;
+            uint32_t m = 0;
+            const double v = (double)gk_u2f(cur);
+            while (m < n_eq && (c < P || (m == 0 && n_above == 0))) {
+                c += v;
+                m++;
+            }
+            sel[0] = m;
+        }
+        __syncthreads();
+        const uint32_t keep_eq = sel[0];
+        for (uint32_t i = i0; i < i1; i++) {
+            if (!(p[i] > 0.0f)) continue;
+            const uint32_t u = gk_f2u(p[i]);
+            if (u < cur || (u == cur && before++ >= keep_eq)) p[i] = 0.0f;
+        }
+        __syncthreads();
+    }
+
+    if (min_p > 0.0f) {
+        float pm = 0.0f;
+        for (uint32_t i = i0; i < i1; i++) pm = fmaxf(pm, p[i]);
+        pm = gk_block_max(pm, shf);
+        for (uint32_t i = i0; i < i1; i++)
+            if (p[i] < min_p * pm) p[i] = 0.0f;
+    }
+    double t2 = 0.0;
+    for (uint32_t i = i0; i < i1; i++) t2 += p[i];
+    const double total2 = gk_block_sum<GK_SAMPLE_NT>(t2, shd);
+    double own = 0.0;
+    for (uint32_t i = i0; i < i1; i++) {
+        p[i] = (float)(p[i] / total2);
+        own += p[i];
+    }
+
+    /* the draw: cumulative sums in id order (per thread, then across threads in order) */
+    shd[tid] = own;
+    __syncthreads();
+    if (tid == 0) {
+        double acc = 0.0;
+        for (int i = 0; i < GK_SAMPLE_NT; i++) {
+            double c = shd[i];
+            shd[i] = acc;
+            acc += c;
+        }
+        dsel[0] = gk_uniform(seed, *counter + (uint64_t)r) * acc;
+    }
+    __syncthreads();
+    const double target = dsel[0];
+    double cum = shd[tid];
+    uint32_t hit = 0xffffffffu, last = 0xffffffffu;
+    for (uint32_t i = i0; i < i1; i++) {
+        if (p[i] <= 0.0f) continue;
+        cum += p[i];
+        last = i;
+        if (cum > target) {
+            hit = i;
+            break;
+        }
+    }
+    __syncthreads();
+    shu[tid] = hit;
+    __syncthreads();
+    for (int st = GK_SAMPLE_NT / 2; st > 0; st >>= 1) {
+        if (tid < st && shu[tid + st] < shu[tid]) shu[tid] = shu[tid + st];
+        __syncthreads();
+    }
+    const uint32_t first = shu[0];
+    __syncthreads();
+    shu[tid] = last == 0xffffffffu ? 0u : last + 1u; /* 0: none */
+    __syncthreads();
+    for (int st = GK_SAMPLE_NT / 2; st > 0; st >>= 1) {
+        if (tid < st && shu[tid + st] > shu[tid]) shu[tid] = shu[tid + st];
+        __syncthreads();
+    }
+    if (tid == 0) ids[r] = first != 0xffffffffu ? (int32_t)first : (shu[0] ? (int32_t)(shu[0] - 1) : 0);
+}
+
+extern "C" size_t ds4rt_gk_sample_scratch_bytes(int64_t rows, uint32_t width) {
+    if (rows < 1) rows = 1;
+    return gk_align((size_t)rows * (width ? width : 1) * 4);
+}
+
+extern "C" int ds4rt_gk_sample(const ds4rt_gk_sample_params *p, int64_t rows, uint32_t width, const float *d_x,
+                               const uint64_t *d_counter, int32_t *d_ids, void *d_scratch, size_t scratch_bytes,
+                               void *stream) {
+    if (rows == 0) return DS4RT_GK_OK;
+    if (p == NULL || rows < 0 || rows > 0x7fffffff || width == 0 || !d_x || !d_ids)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "sample: bad arguments");
+    if (!(p->temperature > 0.0f)) return ds4rt_gk_argmax(rows, width, d_x, d_ids, stream);
+    const size_t need = ds4rt_gk_sample_scratch_bytes(rows, width);
+    if (d_counter == NULL || d_scratch == NULL || scratch_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "sample: needs the counter and %zu bytes of scratch (got %zu)", need,
+                             scratch_bytes);
+    hipLaunchKernelGGL(gk_sample_kernel, dim3((unsigned)rows), dim3(GK_SAMPLE_NT), 0, (hipStream_t)stream,
+                       p->temperature, p->top_k, p->top_p, p->min_p, p->seed, width, d_x, d_counter,
+                       (float *)d_scratch, d_ids);
+    return DS4RT_GK_LAUNCHED("sample");
+}

@@ -1,0 +1,144 @@
+/*
+ * gpu_context.c - the GPU backend's execution contexts: a created stream per session (never the
+ * null stream, which HIP-CPU may reorder), the ops' device workspaces sized by ctx_reserve, and
+ * the copies the composition may make (the pass block in, ids and logits rows out).
+ */
+#include <stdlib.h>
+
+#include "gpu_internal.h"
+
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+ds4rt_status gpu_ctx_create(ds4rt_backend *be, int n_threads, ds4rt_bctx **out) {
+    (void)n_threads; /* the device has its own parallelism */
+    *out = NULL;
+    gpu_ctx *c = calloc(1, sizeof *c);
+    if (c == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "execution context");
+    c->base.ops = &ds4rt_gpu_ops;
+    c->base.be = be;
+    int st = ds4rt_gk_stream_create(&c->stream);
+    if (st != DS4RT_GK_OK) {
+        free(c);
+        return gpu_check(st, "context stream");
+    }
+    *out = &c->base;
+    return DS4RT_OK;
+}
+
+/* Carves `count` floats (or int32s) from the workspace buffer, 256-byte aligned; with buf NULL
+ * it only counts. Offsets are in elements of 4 bytes. */
+static ds4rt_df32 carve(ds4rt_dbuf *buf, uint64_t *off, uint64_t count) {
+    ds4rt_df32 v = {buf, *off};
+    *off += ((count ? count : 1) + 63) & ~(uint64_t)63;
+    return v;
+}
+
+static uint64_t layout(gpu_workspace *ws, ds4rt_dbuf *buf, const ds4rt_hparams *hp, const ds4rt_limits *lim) {
+    const uint64_t rows = (uint64_t)lim->max_rows, D = hp->n_embd, k = hp->n_expert_used;
+    uint64_t off = 0;
+    ws->og = carve(buf, &off, rows * hp->group_dim);
+    ws->olow = carve(buf, &off, rows * hp->o_lora);
+    ws->low = carve(buf, &off, rows * hp->o_low_dim);
+    ws->router = carve(buf, &off, rows * hp->n_expert);
+    ds4rt_df32 sel = carve(buf, &off, rows * k);
+    ws->sel = (ds4rt_di32){sel.buf, sel.off};
+    ws->selw = carve(buf, &off, rows * k);
+    ws->eg = carve(buf, &off, rows * k * hp->expert_ff);
+    ws->eu = carve(buf, &off, rows * k * hp->expert_ff);
+    ws->yslot = carve(buf, &off, rows * k * D);
+    ws->shg = carve(buf, &off, rows * hp->shared_ff);
+    ws->shu = carve(buf, &off, rows * hp->shared_ff);
+    ws->shy = carve(buf, &off, rows * D);
+    ws->kscratch_bytes = gpu_kernel_scratch_bytes(hp, lim);
+    ds4rt_df32 ks = carve(buf, &off, (ws->kscratch_bytes + 3) / 4);
+    ws->kscratch = buf ? (void *)DF(ks) : NULL;
+    return off * 4;
+}
+
+ds4rt_status gpu_act(ds4rt_bctx *ctx, uint64_t need, void **ptr, uint64_t *bytes) {
+    gpu_workspace *ws = &gctx(ctx)->ws;
+    if (ws->act == NULL || ws->act->bytes < need) {
+        TRY(gpu_synchronize(ctx)); /* nothing may still read the old one */
+        ds4rt_dbuf *b;
+        uint64_t want = need > 2 * (ws->act ? ws->act->bytes : 0) ? need : 2 * ws->act->bytes;
+        ds4rt_status st = gpu_alloc(ctx->be, DS4RT_MEM_SCRATCH, want, &b);
+        if (st != DS4RT_OK) return ds4rt_fail_context(st, "activation scratch of the GPU products");
+        if (ws->act != NULL) gpu_release(ctx->be, ws->act);
+        ws->act = b;
+    }
+    *ptr = ws->act->ptr;
+    *bytes = ws->act->bytes;
+    return DS4RT_OK;
+}
+
+ds4rt_status gpu_ctx_reserve(ds4rt_bctx *ctx, const ds4rt_hparams *hp, const ds4rt_limits *want) {
+    gpu_workspace *ws = &gctx(ctx)->ws;
+    ds4rt_limits lim = {.max_rows = max64(ws->lim.max_rows, want->max_rows),
+                        .max_keys = max64(ws->lim.max_keys, want->max_keys),
+                        .max_comp = max64(ws->lim.max_comp, want->max_comp)};
+    gpu_workspace next = {.lim = lim};
+    uint64_t bytes = layout(&next, NULL, hp, &lim);
+    if (ws->buf != NULL && bytes <= ws->bytes && lim.max_rows == ws->lim.max_rows &&
+        lim.max_keys == ws->lim.max_keys && lim.max_comp == ws->lim.max_comp)
+        return DS4RT_OK;
+    /* nothing may still read the old workspace */
+    TRY(gpu_synchronize(ctx));
+    ds4rt_dbuf *buf;
+    ds4rt_status st = gpu_alloc(ctx->be, DS4RT_MEM_SCRATCH, bytes, &buf);
+    if (st != DS4RT_OK)
+        return ds4rt_fail_context(st, "GPU op workspaces for %lld rows", (long long)lim.max_rows);
+    if (ws->buf != NULL) gpu_release(ctx->be, ws->buf);
+    layout(&next, buf, hp, &lim);
+    next.buf = buf;
+    next.bytes = bytes;
+    next.act = ws->act;
+    *ws = next;
+    /* the products' activations for the largest batch, now rather than mid-pass */
+    void *p;
+    uint64_t have;
+    uint64_t need = gpu_mm_act_bytes(hp, &lim);
+    return need ? gpu_act(ctx, need, &p, &have) : DS4RT_OK;
+}
+
+void gpu_ctx_free(ds4rt_bctx *ctx) {
+    if (ctx == NULL) return;
+    gpu_ctx *c = gctx(ctx);
+    (void)ds4rt_gk_stream_sync(c->stream);
+    if (c->ws.buf != NULL) gpu_release(ctx->be, c->ws.buf);
+    if (c->ws.act != NULL) gpu_release(ctx->be, c->ws.act);
+    ds4rt_gk_stream_destroy(c->stream);
+    free(c);
+}
+
+int gpu_ctx_threads(const ds4rt_bctx *ctx) {
+    (void)ctx;
+    return 1;
+}
+
+static ds4rt_status bounds(const ds4rt_dbuf *b, uint64_t off, uint64_t bytes, const char *what) {
+    if (b == NULL || off > b->bytes || bytes > b->bytes - off)
+        return ds4rt_fail(DS4RT_ERR_INTERNAL, "%s of %llu bytes at %llu outside a buffer of %llu", what,
+                          (unsigned long long)bytes, (unsigned long long)off,
+                          (unsigned long long)(b ? b->bytes : 0));
+    return DS4RT_OK;
+}
+
+ds4rt_status gpu_upload(ds4rt_bctx *ctx, ds4rt_dbuf *dst, uint64_t off, const void *src, uint64_t bytes) {
+    TRY(bounds(dst, off, bytes, "upload"));
+    if (bytes == 0) return DS4RT_OK;
+    /* the source may be the caller's stack (the pass block image): wait until it is read */
+    GK(ds4rt_gk_memcpy_h2d((uint8_t *)dst->ptr + off, src, (size_t)bytes, gstream(ctx)), "upload");
+    return gpu_synchronize(ctx);
+}
+
+ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *dst, uint64_t bytes) {
+    TRY(bounds(src, off, bytes, "download"));
+    if (bytes == 0) return DS4RT_OK;
+    GK(ds4rt_gk_memcpy_d2h(dst, (const uint8_t *)src->ptr + off, (size_t)bytes, gstream(ctx)), "download");
+    return gpu_synchronize(ctx);
+}
+
+ds4rt_status gpu_synchronize(ds4rt_bctx *ctx) {
+    GK(ds4rt_gk_stream_sync(gstream(ctx)), "synchronize");
+    return DS4RT_OK;
+}

@@ -1,0 +1,136 @@
+/*
+ * gpu_internal.h - the GPU backend's objects (docs/GPU.md, "The GPU backend"): the backend's
+ * device data, the per-session context (a created stream and the ops' device workspaces), and
+ * the one place where a view becomes a device address. Only src/backend/gpu/ includes this.
+ *
+ * One source serves gpu=cuda, gpu=hip and gpu=hipcpu: the kernels are reached only through the
+ * plain-C launchers of hip/ (gk.h and the area headers), never through a HIP or CUDA header.
+ */
+#ifndef DS4RT_GPU_INTERNAL_H
+#define DS4RT_GPU_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend_impl.h"
+#include "gk.h"
+#include "internal.h"
+
+#define TRY(expr)                                                             \
+    do {                                                                      \
+        ds4rt_status st_ = (expr);                                            \
+        if (st_ != DS4RT_OK) return st_;                                      \
+    } while (0)
+
+/* An F16 copy of a Q8_0 matrix (the expansion cache, gpu_cache.c). */
+typedef struct gpu_cache_entry {
+    const uint8_t *src;       /* the Q8_0 matrix's device address */
+    int64_t rows, cols;
+    uint64_t row_bytes;
+    ds4rt_dbuf *f16;          /* [rows][cols] IEEE half */
+} gpu_cache_entry;
+
+/* The backend's own data (ds4rt_backend.impl). */
+typedef struct gpu_impl {
+    char device_name[160];
+    int integrated;           /* unified memory with the host (APU): weights are viewed, not copied */
+    uint64_t total_bytes;
+    void *load_stream;        /* weight uploads */
+    /* weight binding on a unified-memory device: views made, and uploads made instead (with why) */
+    uint32_t weight_views, weight_view_fallbacks;
+    char weight_view_reason[200];
+    /* the Q8->F16 expansion cache */
+    gpu_cache_entry *cache;
+    size_t n_cache, cap_cache;
+    _Atomic uint64_t cache_hits;
+} gpu_impl;
+
+static inline gpu_impl *gpu_be(const ds4rt_backend *be) { return (gpu_impl *)be->impl; }
+
+/* Device temporaries of the ops of one context, carved from one device buffer (scratch). Sized
+ * by ctx_reserve for the largest batch, key count and compressed-row count, so no op allocates. */
+typedef struct gpu_workspace {
+    ds4rt_limits lim;
+    ds4rt_dbuf *buf;          /* the device buffer the views below are carved from */
+    uint64_t bytes;
+    /* grouped output projection */
+    ds4rt_df32 og;            /* [rows][group_dim] one group's input */
+    ds4rt_df32 olow;          /* [rows][Ro] one group's output */
+    ds4rt_df32 low;           /* [rows][G*Ro] */
+    /* MoE */
+    ds4rt_df32 router;        /* [rows][E] router logits */
+    ds4rt_di32 sel;           /* [rows][k] chosen experts */
+    ds4rt_df32 selw;          /* [rows][k] their weights */
+    ds4rt_df32 eg, eu;        /* [rows*k][F] expert gate/up, per (row, slot) */
+    ds4rt_df32 yslot;         /* [rows][k][D] expert outputs per slot */
+    ds4rt_df32 shg, shu;      /* [rows][F*ns] shared expert */
+    ds4rt_df32 shy;           /* [rows][D] */
+    /* kernel scratch the launchers ask for (…_scratch_bytes()) */
+    void *kscratch;
+    uint64_t kscratch_bytes;
+    /* converted activations of the products (grown when a shape needs more: gpu_act) */
+    ds4rt_dbuf *act;
+} gpu_workspace;
+
+typedef struct gpu_ctx {
+    ds4rt_bctx base;          /* first: the composition sees only this */
+    void *stream;             /* created stream (HIP-CPU's null stream may reorder work) */
+    gpu_workspace ws;
+} gpu_ctx;
+
+static inline gpu_ctx *gctx(ds4rt_bctx *ctx) { return (gpu_ctx *)ctx; }
+static inline void *gstream(ds4rt_bctx *ctx) { return ((gpu_ctx *)ctx)->stream; }
+
+/* Device addresses of views (NULL for "no tensor"). */
+static inline float *DF(ds4rt_df32 t) { return t.buf ? (float *)t.buf->ptr + t.off : NULL; }
+static inline int32_t *DI(ds4rt_di32 t) { return t.buf ? (int32_t *)t.buf->ptr + t.off : NULL; }
+static inline const uint8_t *DB(ds4rt_dbytes t) { return t.buf ? (const uint8_t *)t.buf->ptr + t.off : NULL; }
+/* The pass block: int64 pos0 at byte 0, int64 base at 8, int32 tokens from 16 (backend.h). */
+static inline const int64_t *DPASS(ds4rt_dpass p) { return (const int64_t *)p.buf->ptr; }
+static inline const int32_t *DTOK(ds4rt_dpass p) {
+    return (const int32_t *)((const uint8_t *)p.buf->ptr + DS4RT_PASS_HEADER_BYTES);
+}
+
+/* At least `need` bytes of activation scratch on the context (grown, outside any captured
+ * graph, the first time a shape needs more; counted as scratch). */
+ds4rt_status gpu_act(ds4rt_bctx *ctx, uint64_t need, void **ptr, uint64_t *bytes);
+
+/* A launcher's status as a ds4rt status naming the op (its message from ds4rt_gk_last_error). */
+ds4rt_status gpu_check(int gk_status, const char *op);
+#define GK(call, op) TRY(gpu_check((call), (op)))
+
+/* Names of the memory categories, for messages ("weights", "state", "scratch", "graphs"). */
+const char *gpu_mem_kind_name(ds4rt_mem_kind kind);
+
+/* memory (gpu_memory.c) */
+ds4rt_status gpu_alloc(ds4rt_backend *be, ds4rt_mem_kind kind, uint64_t bytes, ds4rt_dbuf **out);
+ds4rt_status gpu_map_weights(ds4rt_backend *be, const void *host, uint64_t bytes, ds4rt_dbuf **out);
+ds4rt_status gpu_upload_weights(ds4rt_backend *be, const void *host, uint64_t bytes, ds4rt_dbuf **out);
+void gpu_release(ds4rt_backend *be, ds4rt_dbuf *buf);
+
+/* contexts and copies (gpu_context.c) */
+ds4rt_status gpu_ctx_create(ds4rt_backend *be, int n_threads, ds4rt_bctx **out);
+ds4rt_status gpu_ctx_reserve(ds4rt_bctx *ctx, const ds4rt_hparams *hp, const ds4rt_limits *lim);
+void gpu_ctx_free(ds4rt_bctx *ctx);
+int gpu_ctx_threads(const ds4rt_bctx *ctx);
+ds4rt_status gpu_upload(ds4rt_bctx *ctx, ds4rt_dbuf *dst, uint64_t off, const void *src, uint64_t bytes);
+ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *dst, uint64_t bytes);
+ds4rt_status gpu_synchronize(ds4rt_bctx *ctx);
+/* The Q8->F16 cache (gpu_cache.c): expand `w`; the F16 view of `w` (or of a block of its
+ * rows) if it has a copy, counting a hit; products that used one; release every copy. */
+ds4rt_status gpu_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes);
+bool gpu_cache_find(ds4rt_backend *be, const ds4rt_dweight *w, ds4rt_dweight *f16);
+uint64_t gpu_cache_hits(const ds4rt_backend *be);
+void gpu_cache_free(ds4rt_backend *be);
+
+/* Bytes of kernel scratch (the launchers' ..._scratch_bytes()) the ops of a context need for
+ * models of shape `hp` within `lim` (gpu_ops.c). */
+uint64_t gpu_kernel_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
+/* Bytes of converted activations the products need for `lim` (gpu_act's first size). */
+uint64_t gpu_mm_act_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
+
+/* The op table's ops of this backend (gpu_backend.c), for contexts to point at. */
+extern const ds4rt_backend_ops ds4rt_gpu_ops;
+
+#endif /* DS4RT_GPU_INTERNAL_H */

@@ -1,0 +1,67 @@
+/*
+ * gpu_moe.c - the MoE sublayer on the GPU, composed from the expert-stack product of hip/mm.h
+ * (expert ids read from device memory, so no host sees the routing) and the MoE pieces of
+ * hip/ops.h (router, SwiGLU with clamp, slot-ordered combine). Every (row, slot) output is kept
+ * apart and summed in slot order, as on the CPU (src/backend/cpu/cpu_moe.c), so a row's result
+ * does not depend on the batch it is in.
+ */
+#include "gpu_ops.h"
+#include "mm.h"
+#include "ops.h"
+
+/* Converts `rows` rows of `cols` floats for products with weights of `type` into the context's
+ * activation scratch. */
+static ds4rt_status convert(ds4rt_bctx *ctx, uint32_t type, ds4rt_df32 x, int64_t rows, int64_t cols, void **act) {
+    uint64_t bytes;
+    TRY(gpu_act(ctx, ds4rt_gk_act_bytes(type, cols, rows), act, &bytes));
+    GK(ds4rt_gk_act_convert(type, DF(x), rows, cols, *act, (size_t)bytes, gstream(ctx)), "moe activations");
+    return DS4RT_OK;
+}
+
+static ds4rt_status experts(ds4rt_bctx *ctx, const ds4rt_dweight3 *w, const void *act, int64_t slots, uint32_t x_div,
+                            ds4rt_df32 y, const char *what) {
+    ds4rt_gk_weight gw = gpu_weight(&w->first);
+    GK(ds4rt_gk_matmul_experts_act(&gw, w->stride, w->count, DI(gctx(ctx)->ws.sel), slots, x_div, act, DF(y),
+                                   gstream(ctx)),
+       what);
+    return DS4RT_OK;
+}
+
+ds4rt_status gpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, const ds4rt_moe_weights *w,
+                     float clamp, float clamp_sh, ds4rt_df32 x, ds4rt_df32 f) {
+    gpu_workspace *ws = &gctx(ctx)->ws;
+    void *s = gstream(ctx);
+    const uint32_t k = hp->n_expert_used, D = hp->n_embd, FF = hp->expert_ff;
+    const int64_t slots = n * k;
+
+    /* router: logits, then ids and weights on the device */
+    TRY(gpu_matmul(ctx, &w->gate_inp, x, n, ws->router));
+    ds4rt_gk_moe_dims md = {.n_expert = hp->n_expert, .n_used = k, .expert_norm = hp->expert_norm,
+                            .expert_scale = hp->expert_scale};
+    GK(ds4rt_gk_moe_route(&md, n, DF(ws->router), DF(w->bias), DI(w->tid2eid), DPASS(in), DI(ws->sel), DF(ws->selw),
+                          s),
+       "moe router");
+
+    /* routed experts: slot i*k + j reads row i; gate and up share one conversion when paired alike */
+    void *act;
+    TRY(convert(ctx, w->gate_exps.first.type, x, n, D, &act));
+    TRY(experts(ctx, &w->gate_exps, act, slots, k, ws->eg, "moe gate experts"));
+    if (w->up_exps.first.type != w->gate_exps.first.type) TRY(convert(ctx, w->up_exps.first.type, x, n, D, &act));
+    TRY(experts(ctx, &w->up_exps, act, slots, k, ws->eu, "moe up experts"));
+    GK(ds4rt_gk_swiglu(slots, FF, DF(ws->eg), FF, DF(ws->eu), FF, clamp, DF(ws->selw), DF(ws->eg), FF, s),
+       "moe swiglu");
+    TRY(convert(ctx, w->down_exps.first.type, ws->eg, slots, FF, &act));
+    TRY(experts(ctx, &w->down_exps, act, slots, 1, ws->yslot, "moe down experts"));
+
+    /* shared expert */
+    if (hp->n_shared > 0) {
+        const uint32_t Fs = hp->shared_ff;
+        TRY(gpu_matmul(ctx, &w->gate_sh, x, n, ws->shg));
+        TRY(gpu_matmul(ctx, &w->up_sh, x, n, ws->shu));
+        GK(ds4rt_gk_swiglu(n, Fs, DF(ws->shg), Fs, DF(ws->shu), Fs, clamp_sh, NULL, DF(ws->shg), Fs, s),
+           "moe shared swiglu");
+        TRY(gpu_matmul(ctx, &w->down_sh, ws->shg, n, ws->shy));
+    }
+    GK(ds4rt_gk_moe_combine(n, k, D, DF(ws->yslot), hp->n_shared > 0 ? DF(ws->shy) : NULL, DF(f), s), "moe combine");
+    return DS4RT_OK;
+}

@@ -1,0 +1,131 @@
+"""The GPU matrix products (hip/mm.h) against the CPU backend's, bitwise: every weight type on
+random data, odd shapes, n = 1..17 rows, batch invariance, expert stacks with device ids, row
+gathers (tests/gpu/test_mm.c, the Meson target test_mm of the `gpu` configuration; docs/GPU.md,
+"Matrix products"). Skips without a GPU build, or without a device; under HIP-CPU it runs the
+same checks on the CPU (slowly: the quick set of shapes and n)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ds4rt
+
+GPU_KIND = (re.search(r"gpu=(\w+)", ds4rt.build_info()) or [None, "none"])[1]
+# HIP-CPU runs kernels on CPU threads: the quick set keeps the test to about a minute there
+QUICK = ["--quick"] if GPU_KIND == "hipcpu" else []
+NO_DEVICE = 77
+
+
+def _program(c_programs, name: str) -> str:
+    import meson_programs
+
+    try:
+        return c_programs("gpu").path(name)
+    except meson_programs.Unavailable as e:
+        pytest.skip(str(e))
+
+
+def _run(exe: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout)
+    if r.returncode == NO_DEVICE:
+        pytest.skip(r.stdout.strip() or "no GPU device")
+    return r
+
+
+@pytest.fixture(scope="module")
+def test_mm(c_programs):
+    return _program(c_programs, "test_mm")
+
+
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "MXFP4", "Q2_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS"]
+
+
+@pytest.mark.parametrize("wtype", TYPES)
+def test_type_matches_cpu_bitwise(test_mm, wtype):
+    r = _run(test_mm, "--type", wtype, "--seed", "7", *QUICK)
+    lines = r.stdout.splitlines()
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert r.returncode == 0 and not failed, r.stdout[-8000:] + r.stderr
+    mine = [line for line in lines if line.startswith("ok") and line.split()[1] == wtype]
+    # every kind of check ran for this type (a check that silently vanished fails here)
+    kinds = {"matmul", "batch", "experts", "get_rows"} | (
+        set() if wtype in ("F32", "F16", "BF16") else {"activation"}
+    )
+    assert kinds <= {line.split()[2] for line in mine}, r.stdout
+    assert any(" n=17 " in line for line in mine) and any("unaligned" in line for line in mine)
+    assert lines[-1].startswith("test_mm:") and lines[-1].endswith(" 0 failed"), lines[-1]
+
+
+BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    wtype=st.sampled_from(TYPES),
+    rows=st.integers(1, 70),
+    blocks=st.integers(1, 40),
+    seed=st.integers(1, 2**31),
+    misalign=st.booleans(),
+)
+def test_searched_shapes_match_cpu_bitwise(test_mm, wtype, rows, blocks, seed, misalign):
+    """Shapes drawn by hypothesis (any rows, any whole number of blocks, rows 16-byte aligned or
+    not), every check of test_mm on each."""
+    blk = BLOCK.get(wtype, 256)
+    cols = blocks * (7 if blk == 1 and blocks % 2 else max(blk, 8))
+    args = ["--type", wtype, "--seed", str(seed), "--shape", f"{rows}x{cols}", "--quick"]
+    r = _run(test_mm, *args, *(["--misalign"] if misalign else []))
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and "FAIL" not in r.stdout, (args, r.stdout[-6000:], r.stderr)
+    assert any(line.startswith("ok") and " matmul " in line for line in lines), (args, r.stdout)
+
+
+def test_refusals_and_supported_types(test_mm):
+    r = _run(test_mm, "--type", "none")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0, r.stdout + r.stderr
+    for what in (
+        "Q3_K is not supported",
+        "unsupported type refused",
+        "cols not a block multiple refused",
+        "row_bytes too small refused",
+        "scratch too small refused",
+        "supported types are the CPU's",
+    ):
+        assert any(line.startswith("ok") and what in line for line in lines), (what, r.stdout)
+
+
+ON_GPU_ONLY = "the benchmark's numbers mean something on a GPU only"
+
+
+@pytest.mark.skipif(GPU_KIND != "hipcpu", reason=ON_GPU_ONLY)
+def test_bench_mm_emits_json(c_programs):
+    """The benchmark runs and its JSON has the fields the device run reads (speed is measured on
+    the H200 by tools/gpu_device_run.sh, never by a test)."""
+    exe = _program(c_programs, "bench_mm")
+    r = _run(exe, "--quick", "--types", "Q8_0,IQ2_XXS,F16")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    ops = {(x["op"], x["type"]) for x in doc["results"]}
+    for want in (("matmul", "F16"), ("experts", "IQ2_XXS"), ("matmul+convert", "Q8_0")):
+        assert want in ops, (want, ops)
+    for x in doc["results"]:
+        assert x["us"] > 0 and x["floor_us"] > 0 and x["gbps"] > 0
+
+
+if os.environ.get("DS4RT_GPU_MM_SEEDS"):  # more seeds on the device: DS4RT_GPU_MM_SEEDS=1,2,3
+
+    @pytest.mark.parametrize("seed", os.environ["DS4RT_GPU_MM_SEEDS"].split(","))
+    def test_seeds(test_mm, seed):
+        r = _run(test_mm, "--seed", seed)
+        assert r.returncode == 0 and "FAIL" not in r.stdout, r.stdout[-8000:] + r.stderr

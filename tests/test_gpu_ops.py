@@ -1,0 +1,58 @@
+"""The HC, row and MoE-piece kernels of hip/ops.h against the CPU backend
+(tests/gpu/test_ops.c, the Meson target test_ops of the `gpu` configuration; docs/GPU.md,
+"Row ops, HC and MoE pieces"). Skips when the installed ds4rt has no GPU build, or when the
+build has no device to run on (the program exits 77)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+# every family of kernels the program must report on (op names as test_ops prints them)
+FAMILIES = {
+    "matmul_float",
+    "hc_pre",
+    "hc_post",
+    "hc_head",
+    "capture",
+    "argmax",
+    "add",
+    "nonfinite",
+    "dspark_confidence",
+    "swiglu",
+    "moe_route",
+    "moe",
+    "sample",
+}
+
+
+@pytest.fixture(scope="module")
+def run(c_programs):
+    exe = c_programs("gpu").path("test_ops")
+
+    def go(*args: str) -> subprocess.CompletedProcess:
+        r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=600)
+        if r.returncode == 77:
+            pytest.skip(r.stdout.strip())
+        return r
+
+    return go
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_ops_match_the_cpu_backend(run, seed):
+    r = run("--seed", str(seed))
+    lines = r.stdout.splitlines()
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert r.returncode == 0 and not failed, r.stdout + r.stderr
+    assert lines[-1].startswith("test-ops:") and " 0 failed" in lines[-1], lines[-1]
+    reported = {line.split()[1] for line in lines if line.startswith("ok")}
+    assert FAMILIES <= reported, FAMILIES - reported
+    # batch invariance is checked for every family that has rows
+    alone = {line.split()[1] for line in lines if "alone == in batch" in line}
+    assert {"matmul_float", "hc_pre", "hc_post", "hc_head", "argmax", "moe", "sample"} <= alone
+    # learned routing met exact ties inside the top k (the tie-break is exercised)
+    ties = [int(m.group(1)) for m in re.finditer(r"learned: ids \((\d+) slots on tied", r.stdout)]
+    assert ties and ties[0] > 0, r.stdout
