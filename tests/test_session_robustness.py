@@ -284,3 +284,50 @@ def test_invalid_prompts_and_drafters_are_refused_before_anything_changes(capi, 
     if case != "max_batch":
         assert lib.ds4rt_generate(s, ffi.new("int32_t[]", [4]), 1, keep["gen"], out, 8, n) == 0
         assert n[0] == 8 and lib.ds4rt_session_position(s) == 3 + 1 + 8
+
+
+# ---- non-finite weights -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def poisoned_target(tmp_path_factory):
+    """The tiny float pair with one NaN in the target's output norm."""
+    from gguf_rewrite import rewrite
+    from tiny_models import model as tiny
+
+    pair = tiny(tmp_path_factory, "float")
+
+    def poison(name, data, ttype, ne):
+        if name == "output_norm.weight":
+            bad = np.array(data, dtype=np.float32).reshape(-1).copy()
+            bad[3] = np.nan
+            return bad, ttype, ne
+        return None
+
+    out = str(tmp_path_factory.mktemp("poisoned") / "target.gguf")
+    rewrite(str(pair.target), out, tensor_edit=poison)
+    return out, str(pair.support)
+
+
+def test_non_finite_logits_are_an_error_naming_the_pass(poisoned_target):
+    """Before: a target with NaN weights generated token 0 forever with DS4RT_OK."""
+    path, _ = poisoned_target
+    m = ds4rt.Model(path)
+    s = m.session(n_ctx=64)
+    pattern = r"pass over positions 0\.\.2 produced \d+ non-finite logits"
+    with pytest.raises(ds4rt.errors.BackendError, match=pattern):
+        s.generate([1, 2, 3], max_tokens=4)
+    assert s.position == 0 and s.current_logits() is None  # the pass was undone
+    with pytest.raises(ds4rt.errors.BackendError, match="non-finite logits"):
+        s.eval([1, 2, 3])
+    assert s.position == 0
+
+
+def test_the_dspark_self_test_names_the_target_when_the_target_is_bad(poisoned_target):
+    """Before: the NaN rows of a bad target reached the drafter, and the self-test blamed a
+    DSpark stage of the (good) support file."""
+    path, support = poisoned_target
+    m = ds4rt.Model(path)
+    with pytest.raises(ds4rt.errors.BackendError) as e:
+        ds4rt.DSpark(m, support)
+    assert "target model's pass" in str(e.value) and "DSpark stage" not in str(e.value)

@@ -31,6 +31,7 @@ ds4rt_status ds4rt_pass_bufs_create(const ds4rt_target *t, ds4rt_bctx *ctx, int6
     uint64_t off = 0;
     ds4rt_carve_f32(NULL, &off, (uint64_t)max_batch * hp->n_embd);
     ds4rt_carve_f32(NULL, &off, (uint64_t)max_batch * hp->n_vocab);
+    ds4rt_carve_i32(NULL, &off, 1);
     ds4rt_status st = ctx->ops->alloc(ctx->be, DS4RT_MEM_SCRATCH, off * 4, &pb->head_buf);
     if (st != DS4RT_OK) {
         ds4rt_pass_bufs_free(pb);
@@ -39,6 +40,7 @@ ds4rt_status ds4rt_pass_bufs_create(const ds4rt_target *t, ds4rt_bctx *ctx, int6
     off = 0;
     pb->hy = ds4rt_carve_f32(pb->head_buf, &off, (uint64_t)max_batch * hp->n_embd);
     pb->logits = ds4rt_carve_f32(pb->head_buf, &off, (uint64_t)max_batch * hp->n_vocab);
+    pb->bad = ds4rt_carve_i32(pb->head_buf, &off, 1);
     return DS4RT_OK;
 }
 
@@ -151,6 +153,17 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
         }
         TRY(o->rms_norm(ctx, m, D, pb->hy, t->out_norm, hp->rms_eps, pb->hy));
         TRY(o->matmul(ctx, &t->output, pb->hy, m, pb->logits));
+        /* non-finite logits (NaN/Inf weights, an overflow) would be sampled as if they were
+         * fine (argmax skips NaN): the pass fails instead, and is undone (issue 13) */
+        int32_t bad = 0;
+        TRY(o->nonfinite(ctx, m * (int64_t)hp->n_vocab, pb->logits, pb->bad));
+        TRY(ds4rt_download_i32(ctx, pb->bad, 1, &bad));
+        if (bad != 0)
+            return ds4rt_fail(DS4RT_ERR_BACKEND,
+                              "the target model's pass over positions %lld..%lld produced %d non-finite logits "
+                              "in the rows of positions %lld..%lld (NaN/Inf in the target's weights, or an overflow)",
+                              (long long)pos0, (long long)(pos0 + n - 1), bad, (long long)(pos0 + from),
+                              (long long)(pos0 + n - 1));
         /* the requested logits rows: the pass's only read-back */
         TRY(ds4rt_download_f32(ctx, pb->logits, (uint64_t)m * hp->n_vocab, a->logits));
     }

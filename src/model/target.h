@@ -66,6 +66,7 @@ typedef struct ds4rt_pass_bufs {
     ds4rt_dbuf *head_buf;
     ds4rt_df32 hy;              /* [max_batch][D] */
     ds4rt_df32 logits;          /* [max_batch][V] */
+    ds4rt_di32 bad;             /* [1] non-finite logits of the pass */
 } ds4rt_pass_bufs;
 
 ds4rt_status ds4rt_pass_bufs_create(const ds4rt_target *t, ds4rt_bctx *ctx, int64_t max_batch, int64_t n_ctx,
