@@ -4,10 +4,11 @@
 # acceptance in ds4rt itself — the CPU backend, built on the machine's CPU while the GPU trains —
 # next to the shipped support model's, on the same held-out prompts.
 #
-# Run from the repository root. Reads .traindata/{drafter.u16,val.u16,vocab.json,prompts.json}
-# (made on the development machine by tools/train/prepare_data.py) and the wheels in .trainwhl/
-# (gguf, meson, meson-python, pyproject-metadata; .trainwhl/opt/ a pure-Python Cython, used only
-# where the machine has no Cython 3). Writes into $OUT:
+# Run from the repository root. Reads $DATA/{drafter.u16,val.u16,vocab.json,prompts.json}
+# ($DATA defaults to .traindata; made on the development machine by
+# tools/train/prepare_data.py) and the wheels in $WHEELS (default .trainwhl/:
+# gguf, meson, meson-python, pyproject-metadata; opt/ a pure-Python Cython, used only where the
+# machine has no Cython 3). Writes into $OUT:
 #   support.gguf     the retrained support model
 #   metrics.json     the training metrics, ds4rt's acceptance of the new support model (and of
 #                    the shipped one with BASELINE=1) under "ds4rt", sha256 of support.gguf
@@ -27,6 +28,8 @@ EVAL_TOKENS=${EVAL_TOKENS:-96}
 EVAL_LIMIT=${EVAL_LIMIT:-0}
 WORKERS=${WORKERS:-$(($(nproc) > 3 ? $(nproc) - 2 : 1))}
 RUN=${RUN:-.trainrun/drafter}
+DATA=${DATA:-.traindata}
+WHEELS=${WHEELS:-.trainwhl}
 SITE=${SITE:-/tmp/ds4rt-site}
 BUILD=${BUILD:-/tmp/ds4rt-build}
 TARGET=ds4rt/data/default-target.gguf
@@ -38,9 +41,9 @@ started=$(date +%s)
 
 # 1. the carried wheels
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target "$SITE" .trainwhl/*.whl
+  --target "$SITE" "$WHEELS"/*.whl
 if ! python3 -c 'import sys, Cython; sys.exit(int(Cython.__version__.split(".")[0]) < 3)' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" .trainwhl/opt/*.whl
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/opt/*.whl
 fi
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PATH="$SITE/bin:$PATH"
 
@@ -63,7 +66,7 @@ else
 fi
 
 # 3. training (the GPU)
-python3 tools/train/train_drafter.py --target "$TARGET" --data .traindata --out "$RUN" \
+python3 tools/train/train_drafter.py --target "$TARGET" --data "$DATA" --out "$RUN" \
   --budget-s "$BUDGET_S" --device "$DEVICE" $DRAFTER_ARGS 2>&1 | tee "$OUT/train.log"
 cp "$RUN/support.gguf" "$OUT/support.gguf"
 trained=$(date +%s)
@@ -79,7 +82,7 @@ if [ "$build_rc" = 0 ]; then
     [ "$which" = shipped ] && support="$SHIPPED"
     rc=0
     PYTHONPATH="${ds4rt_path:+$ds4rt_path:}$PYTHONPATH" python3 tools/train/accept_ds4rt.py \
-      --target "$TARGET" --support "$support" --prompts .traindata/prompts.json \
+      --target "$TARGET" --support "$support" --prompts "$DATA/prompts.json" \
       --tokens "$EVAL_TOKENS" --workers "$WORKERS" --limit "$EVAL_LIMIT" \
       >"$RUN/accept_$which.json" 2>>"$OUT/build.log" || rc=$?
     [ "$rc" = 0 ] || echo "{\"error\": \"accept_ds4rt.py exited $rc (see build.log)\"}" >"$RUN/accept_$which.json"
