@@ -5,17 +5,22 @@ covers NEON and NEON+dotprod."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
 
 
 @pytest.mark.slow
-def test_selftest_native(c_programs):
+@pytest.mark.parametrize("guided", ["0", "1"])
+def test_selftest_native(c_programs, guided):
+    """Also with the pool's guided chunking (DS4RT_POOL_GUIDED=1): every item exactly once and
+    the same bits whatever the split."""
     exe = c_programs("native").path("quant_selftest")
-    r = subprocess.run([exe], capture_output=True, text=True, timeout=300)
+    env = dict(os.environ, DS4RT_POOL_GUIDED=guided)
+    r = subprocess.run([exe], capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "PASSED" in r.stdout and "OK scalar" in r.stdout
+    assert "PASSED" in r.stdout and "OK scalar" in r.stdout and "OK pool" in r.stdout
 
 
 @pytest.mark.slow

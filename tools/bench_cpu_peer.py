@@ -91,11 +91,20 @@ def _run_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[str, fl
     return out, wall, ru.ru_maxrss * 1024
 
 
-def run_ds4rt(file: str, threads: int, a: argparse.Namespace) -> dict:
+def variants(a: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """--variant NAME:VAR=VALUE[,VAR=VALUE]: ds4rt runs again with these environment settings."""
+    out = {}
+    for v in a.variant:
+        name, _, assigns = v.partition(":")
+        out[f"ds4rt[{name}]"] = dict(x.split("=", 1) for x in assigns.split(",") if x)
+    return out
+
+
+def run_ds4rt(file: str, threads: int, a: argparse.Namespace, env: dict | None = None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--file", file]
     cmd += ["--threads", str(threads), "--gen", str(a.gen), "--prompts", a.prompts]
     cmd += ["--reps", str(a.reps), "--numerics", a.numerics]
-    out, wall, rss = _run_rss(cmd)
+    out, wall, rss = _run_rss(cmd, env=dict(os.environ, **env) if env else None)
     r = json.loads(out.strip().splitlines()[-1])
     res = {}
     for t in r["tests"]:
@@ -204,6 +213,12 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=150.0, help="stop starting rounds after this")
     ap.add_argument("--numerics", default="llama.cpp")
     ap.add_argument("--profile", action="store_true", help="one more ds4rt decode run, profiled")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME:VAR=VALUE,...: one more ds4rt run per round with these environment settings",
+    )
     ap.add_argument("--out", default="-")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--file", help=argparse.SUPPRESS)
@@ -216,7 +231,8 @@ def main() -> None:
     t_start = time.perf_counter()
     pairs = [(f, int(t)) for f in a.files.split(",") for t in a.threads.split(",")]
     raw: dict[str, dict[str, list[dict]]] = {
-        f"{os.path.basename(f)}@{t}": {"ds4rt": [], "llama.cpp": []} for f, t in pairs
+        f"{os.path.basename(f)}@{t}": {"ds4rt": [], "llama.cpp": [], **{v: [] for v in variants(a)}}
+        for f, t in pairs
     }
     round_s: list[float] = []
     for rnd in range(a.rounds):
@@ -228,9 +244,12 @@ def main() -> None:
         r0 = time.perf_counter()
         for f, t in pairs:
             key = f"{os.path.basename(f)}@{t}"
-            order = ("ds4rt", "llama.cpp") if rnd % 2 else ("llama.cpp", "ds4rt")
-            for who in order:
-                res = run_ds4rt(f, t, a) if who == "ds4rt" else run_llama(f, t, a)
+            order = ["llama.cpp", "ds4rt", *variants(a)]
+            for who in order[::-1] if rnd % 2 else order:
+                if who == "llama.cpp":
+                    res = run_llama(f, t, a)
+                else:
+                    res = run_ds4rt(f, t, a, variants(a).get(who))
                 res["round"] = rnd
                 raw[key][who].append(res)
                 print(
@@ -273,8 +292,24 @@ def write_report(a, raw: dict, profiles: dict, t_start: float, final: bool) -> d
             if k in d["tok_s_median"]
         }
         f, t = key.rsplit("@", 1)
+        extra = {}
+        for v in variants(a):
+            if both.get(v):
+                s = summarise(both[v])
+                s["ratio_over_llama"] = {
+                    k: s["tok_s_median"][k] / x
+                    for k, x in ll["tok_s_median"].items()
+                    if k in s["tok_s_median"]
+                }
+                s["ratio_over_ds4rt"] = {
+                    k: s["tok_s_median"][k] / x
+                    for k, x in d["tok_s_median"].items()
+                    if k in s["tok_s_median"]
+                }
+                extra[v] = s
         results.append(
             {
+                "variants": extra,
                 "file": f,
                 "threads": int(t),
                 "rounds": len(both["ds4rt"]),

@@ -10,6 +10,8 @@
  * Waking: the caller rings `doorbell` and signals the condition variable only if a worker
  * sleeps. Workers spin on the doorbell for DS4RT_POOL_SPIN_US (default 100 us) before sleeping,
  * so back-to-back products of a decode step dispatch without a system call.
+ * DS4RT_POOL_GUIDED=1 (read at pool creation; an experiment, off by default) makes each claim
+ * take a share of what is left instead of a fixed chunk, so the tail of a job is small chunks.
  * Which thread runs a chunk never changes what is computed for an item. (The 24-bit job number
  * wraps after 16M jobs; a worker would have to stall inside one CAS loop that long to misread.)
  */
@@ -39,6 +41,7 @@ struct ds4rt_pool {
     pthread_t *threads;
     struct worker_arg *args;
     int64_t spin_ns;
+    int guided;   /* DS4RT_POOL_GUIDED=1: chunks shrink as the job drains (see run_chunks) */
     uint64_t seq; /* the caller's job counter */
 
     /* the current job; fields are written between closing and opening `claim` */
@@ -93,11 +96,19 @@ static void run_chunks(ds4rt_pool *p, int thread) {
         const ds4rt_range_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         if (idx >= n) return;
+        /* guided: a chunk is a 1/(2T) share of what is left, never below the job's chunk / 4,
+         * so the last chunks are small and threads finish together */
+        int64_t take = chunk;
+        if (p->guided) {
+            const int64_t share = (n - idx + 2 * (int64_t)p->n_threads - 1) / (2 * (int64_t)p->n_threads);
+            const int64_t least = chunk / 4 > 0 ? chunk / 4 : 1;
+            take = share > least ? share : least;
+        }
         /* success means the job was still open, so the fields read above are this job's */
-        if (!atomic_compare_exchange_weak_explicit(&p->claim, &cur, cur + (uint64_t)chunk, memory_order_acq_rel,
+        if (!atomic_compare_exchange_weak_explicit(&p->claim, &cur, cur + (uint64_t)take, memory_order_acq_rel,
                                                    memory_order_acquire))
             continue;
-        const int64_t end = idx + chunk < n ? idx + chunk : n;
+        const int64_t end = idx + take < n ? idx + take : n;
         fn(ctx, idx, end, thread);
         atomic_fetch_add_explicit(&p->done, end - idx, memory_order_release);
         cur = atomic_load_explicit(&p->claim, memory_order_acquire);
@@ -163,6 +174,8 @@ ds4rt_status ds4rt_pool_create(int n_threads, ds4rt_pool **out) {
     if (p == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "pool_create: out of memory");
     p->n_threads = n_threads;
     p->spin_ns = spin_ns_from_env();
+    const char *g = getenv("DS4RT_POOL_GUIDED");
+    p->guided = g != NULL && g[0] == '1' && g[1] == '\0';
     atomic_store(&p->claim, IDX_MASK); /* job 0, closed */
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);

@@ -92,38 +92,106 @@ ALWAYS_INLINE void avx2_tile_blk32(int kind, size_t bsz, const uint8_t *w, const
 /* ================= 256-element blocks, Q8_K activations ================= */
 
 
+/* One Q2_K block with T activation rows: scaled products (8 i32 lanes) in a[t], min terms
+ * (scale-weighted bsums, 8 i32 lanes) in m[t]; both sum exactly. */
+ALWAYS_INLINE void avx2_q2_K_block(const ds4rt_block_q2_K *blk, const qk_rows *r, int64_t b, int T, __m256i *a,
+                                   __m256i *m) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)blk->scales);
+    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15)));
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
+    for (int t = 0; t < T; t++) a[t] = _mm256_setzero_si256();
+    for (int n = 0; n < 2; n++) {
+        const __m256i v = loadu(blk->qs + 32 * n);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
+            const __m256i sp = scale_pair(sc16, 4 * n + j);
+            for (int t = 0; t < T; t++)
+                a[t] = _mm256_add_epi32(a[t], dot_u8_scaled(q, loadu(r->xq[t] + b * 256 + 128 * n + 32 * j), sp));
+        }
+    }
+    for (int t = 0; t < T; t++) m[t] = _mm256_madd_epi16(mn16, bsums16(r, t, b));
+}
+
+/* Single blocks off the lane period, whole periods of 8 reduced together; per lane the same
+ * (d * xd) * A - (dmin * xd) * B. */
 ALWAYS_INLINE void avx2_tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
     float *L[TMAX];
     for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
-        const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)blk->scales);
-        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15)));
-        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
-        __m256i acc[TMAX];
-        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_si256();
-        for (int n = 0; n < 2; n++) {
-            const __m256i v = loadu(blk->qs + 32 * n);
-            for (int j = 0; j < 4; j++) {
-                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), m3);
-                const __m256i sp = scale_pair(sc16, 4 * n + j);
-                for (int t = 0; t < T; t++)
-                    acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(q, loadu(r.xq[t] + b * 256 + 128 * n + 32 * j), sp));
+    const int64_t b1 = k1 / 256;
+    int64_t b = k0 / 256;
+    while (b < b1) {
+        if ((b & 7) != 0 || b1 - b < 8) {
+            const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
+            __m256i av[TMAX], mv[TMAX];
+            avx2_q2_K_block(blk, &r, b, T, av, mv);
+            const float d = f16c(blk->d), dmin = f16c(blk->dmin);
+            for (int t = 0; t < T; t++) {
+                int32_t A, B;
+                hsum2_i32(av[t], mv[t], &A, &B);
+                L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
             }
+            b++;
+            continue;
         }
-        const float d = f16c(blk->d), dmin = f16c(blk->dmin);
+        __m256i pa[TMAX][8], pm[TMAX][8];
+        uint16_t dh[8], mh[8];
+        for (int k = 0; k < 8; k++) {
+            const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + (b + k) * 84);
+            __m256i av[TMAX], mv[TMAX];
+            avx2_q2_K_block(blk, &r, b + k, T, av, mv);
+            for (int t = 0; t < T; t++) {
+                pa[t][k] = av[t];
+                pm[t][k] = mv[t];
+            }
+            dh[k] = ds4rt_rd_u16(blk->d);
+            mh[k] = ds4rt_rd_u16(blk->dmin);
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)mh));
         for (int t = 0; t < T; t++) {
-            int32_t A, B;
-            hsum2_i32(acc[t], _mm256_madd_epi16(mn16, bsums16(&r, t, b)), &A, &B);
-            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            const __m256 xd = _mm256_loadu_ps(r.xd[t] + b);
+            const __m256 term = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d8, xd), _mm256_cvtepi32_ps(hsum8x8(pa[t]))),
+                                              _mm256_mul_ps(_mm256_mul_ps(m8, xd), _mm256_cvtepi32_ps(hsum8x8(pm[t]))));
+            _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));
         }
+        b += 8;
     }
 }
 
-/* Q4_K / Q5_K (hbits = 1): 8 sub-blocks of 32 with 6-bit scale and min. */
+/* One Q4_K / Q5_K (hbits = 1) block (8 sub-blocks of 32 with 6-bit scale and min) with T
+ * activation rows: scaled products (8 i32 lanes) in a[t], min terms in m[t]; both exact. */
+ALWAYS_INLINE void avx2_q45_K_block(int hbits, const uint8_t *blk, const qk_rows *r, int64_t b, int T, __m256i *a,
+                                    __m256i *m) {
+    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    const uint8_t *scales = blk + 4;
+    const uint8_t *qs = blk + (hbits ? 48 : 16);
+    uint8_t sm[16]; /* 8 scales, 8 mins */
+    ds4rt_k4_unpack(scales, sm);
+    const __m256i mn16 = mins_pairs16(sm + 8);
+    const __m256i qh = hbits ? loadu(blk + 16) : _mm256_setzero_si256();
+    for (int t = 0; t < T; t++) a[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = loadu(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (hbits) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        }
+        const __m256i slo = _mm256_set1_epi16((short)sm[2 * c]), shi = _mm256_set1_epi16((short)sm[2 * c + 1]);
+        for (int t = 0; t < T; t++) {
+            const int8_t *x = r->xq[t] + b * 256 + 64 * c;
+            a[t] = _mm256_add_epi32(a[t], dot_u8_scaled(lo, loadu(x), slo));
+            a[t] = _mm256_add_epi32(a[t], dot_u8_scaled(hi, loadu(x + 32), shi));
+        }
+    }
+    for (int t = 0; t < T; t++) m[t] = _mm256_madd_epi16(mn16, bsums16(r, t, b));
+}
+
+/* Single blocks off the lane period, whole periods of 8 reduced together; per lane the same
+ * (d * xd) * A - (dmin * xd) * B. */
 ALWAYS_INLINE void avx2_tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
                               int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
@@ -131,37 +199,44 @@ ALWAYS_INLINE void avx2_tile_q45_K(int hbits, const uint8_t *w, const ds4rt_act 
     float *L[TMAX];
     for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
     const size_t bsz = hbits ? 176 : 144;
-    const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
-    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
-        const uint8_t *blk = w + b * bsz;
-        const uint8_t *scales = blk + 4;
-        const uint8_t *qs = blk + (hbits ? 48 : 16);
-        uint8_t sm[16]; /* 8 scales, 8 mins */
-        ds4rt_k4_unpack(scales, sm);
-        const __m256i mn16 = mins_pairs16(sm + 8);
-        const __m256i qh = hbits ? loadu(blk + 16) : _mm256_setzero_si256();
-        __m256i acc[TMAX];
-        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = loadu(qs + 32 * c);
-            __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            if (hbits) {
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-            }
-            const __m256i slo = _mm256_set1_epi16((short)sm[2 * c]), shi = _mm256_set1_epi16((short)sm[2 * c + 1]);
+    const int64_t b1 = k1 / 256;
+    int64_t b = k0 / 256;
+    while (b < b1) {
+        if ((b & 7) != 0 || b1 - b < 8) {
+            const uint8_t *blk = w + b * bsz;
+            __m256i av[TMAX], mv[TMAX];
+            avx2_q45_K_block(hbits, blk, &r, b, T, av, mv);
+            const float d = f16c(blk), dmin = f16c(blk + 2);
             for (int t = 0; t < T; t++) {
-                const int8_t *x = r.xq[t] + b * 256 + 64 * c;
-                acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(lo, loadu(x), slo));
-                acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(hi, loadu(x + 32), shi));
+                int32_t A, B;
+                hsum2_i32(av[t], mv[t], &A, &B);
+                L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
             }
+            b++;
+            continue;
         }
-        const float d = f16c(blk), dmin = f16c(blk + 2);
+        __m256i pa[TMAX][8], pm[TMAX][8];
+        uint16_t dh[8], mh[8];
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *blk = w + (b + k) * bsz;
+            __m256i av[TMAX], mv[TMAX];
+            avx2_q45_K_block(hbits, blk, &r, b + k, T, av, mv);
+            for (int t = 0; t < T; t++) {
+                pa[t][k] = av[t];
+                pm[t][k] = mv[t];
+            }
+            dh[k] = ds4rt_rd_u16(blk);
+            mh[k] = ds4rt_rd_u16(blk + 2);
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)mh));
         for (int t = 0; t < T; t++) {
-            int32_t A, B;
-            hsum2_i32(acc[t], _mm256_madd_epi16(mn16, bsums16(&r, t, b)), &A, &B);
-            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            const __m256 xd = _mm256_loadu_ps(r.xd[t] + b);
+            const __m256 term = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d8, xd), _mm256_cvtepi32_ps(hsum8x8(pa[t]))),
+                                              _mm256_mul_ps(_mm256_mul_ps(m8, xd), _mm256_cvtepi32_ps(hsum8x8(pm[t]))));
+            _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));
         }
+        b += 8;
     }
 }
 
@@ -209,32 +284,63 @@ static const int16_t avx2_iq2_ls16[16][16] __attribute__((aligned(32))) = {
     LS16(17), LS16(19), LS16(21), LS16(23), LS16(25), LS16(27), LS16(29), LS16(31)};
 #undef LS16
 
+/* One IQ2_XXS block's exact integer dot products with T activation rows, 8 i32 lanes each. */
+ALWAYS_INLINE void avx2_iq2_xxs_block(const ds4rt_block_iq2_xxs *blk, const qk_rows *r, int64_t b, int T,
+                                      __m256i *acc) {
+    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_si256();
+    for (int s = 0; s < 8; s++) {
+        const uint8_t *p = blk->qs + 8 * s;
+        const uint32_t aux = ds4rt_rd_u32(p + 4);
+        const __m256i grid = _mm256_set_epi64x((long long)ds4rt_iq2xxs_grid[p[3]], (long long)ds4rt_iq2xxs_grid[p[2]],
+                                               (long long)ds4rt_iq2xxs_grid[p[1]], (long long)ds4rt_iq2xxs_grid[p[0]]);
+        const __m256i sgn = _mm256_set_epi64x(
+            (long long)ds4rt_ksigns_bytes[(aux >> 21) & 127], (long long)ds4rt_ksigns_bytes[(aux >> 14) & 127],
+            (long long)ds4rt_ksigns_bytes[(aux >> 7) & 127], (long long)ds4rt_ksigns_bytes[aux & 127]);
+        const __m256i lsv = _mm256_load_si256((const __m256i *)(const void *)avx2_iq2_ls16[aux >> 28]);
+        for (int t = 0; t < T; t++) {
+            const __m256i xs = _mm256_sign_epi8(loadu(r->xq[t] + b * 256 + 32 * s), sgn);
+            acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(grid, xs, lsv));
+        }
+    }
+}
+
+/* Single blocks off the lane period (lane b & 7 gets ((d * xd) * sum) * 0.125); whole periods
+ * of 8 blocks reduce their sums together and apply the same f32 formula lane-wise. */
 ALWAYS_INLINE void avx2_tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
     float *L[TMAX];
     for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
-    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
-        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
-        __m256i acc[TMAX];
-        for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_si256();
-        for (int s = 0; s < 8; s++) {
-            const uint8_t *p = blk->qs + 8 * s;
-            const uint32_t aux = ds4rt_rd_u32(p + 4);
-            const __m256i grid = _mm256_set_epi64x((long long)ds4rt_iq2xxs_grid[p[3]], (long long)ds4rt_iq2xxs_grid[p[2]],
-                                                   (long long)ds4rt_iq2xxs_grid[p[1]], (long long)ds4rt_iq2xxs_grid[p[0]]);
-            const __m256i sgn = _mm256_set_epi64x(
-                (long long)ds4rt_ksigns_bytes[(aux >> 21) & 127], (long long)ds4rt_ksigns_bytes[(aux >> 14) & 127],
-                (long long)ds4rt_ksigns_bytes[(aux >> 7) & 127], (long long)ds4rt_ksigns_bytes[aux & 127]);
-            const __m256i lsv = _mm256_load_si256((const __m256i *)(const void *)avx2_iq2_ls16[aux >> 28]);
-            for (int t = 0; t < T; t++) {
-                const __m256i xs = _mm256_sign_epi8(loadu(r.xq[t] + b * 256 + 32 * s), sgn);
-                acc[t] = _mm256_add_epi32(acc[t], dot_u8_scaled(grid, xs, lsv));
-            }
+    const int64_t b1 = k1 / 256;
+    int64_t b = k0 / 256;
+    while (b < b1) {
+        if ((b & 7) != 0 || b1 - b < 8) {
+            const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
+            __m256i acc[TMAX];
+            avx2_iq2_xxs_block(blk, &r, b, T, acc);
+            const float d = f16c(blk->d);
+            for (int t = 0; t < T; t++)
+                L[t][b & 7] += ((d * r.xd[t][b]) * (float)hsum_i32(acc[t])) * 0.125f;
+            b++;
+            continue;
         }
-        const float d = f16c(blk->d);
-        for (int t = 0; t < T; t++)
-            L[t][b & 7] += ((d * r.xd[t][b]) * (float)hsum_i32(acc[t])) * 0.125f;
+        __m256i part[TMAX][8];
+        uint16_t dh[8];
+        for (int k = 0; k < 8; k++) {
+            const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + (b + k) * 66);
+            __m256i acc[TMAX];
+            avx2_iq2_xxs_block(blk, &r, b + k, T, acc);
+            for (int t = 0; t < T; t++) part[t][k] = acc[t];
+            dh[k] = ds4rt_rd_u16(blk->d);
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));
+        for (int t = 0; t < T; t++) {
+            const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(d8, _mm256_loadu_ps(r.xd[t] + b)),
+                                                            _mm256_cvtepi32_ps(hsum8x8(part[t]))),
+                                              _mm256_set1_ps(0.125f));
+            _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));
+        }
+        b += 8;
     }
 }
 

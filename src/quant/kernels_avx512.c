@@ -131,34 +131,82 @@ ALWAYS_INLINE __m512i counts(short a, short b) {
     return join256(_mm256_set1_epi16(a), _mm256_set1_epi16(b));
 }
 
+/* One Q2_K block with T activation rows: the scaled products as 8 i32 lanes per row in a[t]
+ * and the min terms (scale-weighted bsums) as 8 i32 lanes in m[t]; both sum exactly. */
+ALWAYS_INLINE void q2_K_block(const ds4rt_block_q2_K *blk, const qk_rows *r, int64_t b, int T, __m256i *a,
+                              __m256i *m) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)blk->scales);
+    const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15))));
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
+    __m512i acc[TMAX];
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+    for (int n = 0; n < 2; n++) {
+        const __m512i v = dup256(blk->qs + 32 * n);
+        for (int p = 0; p < 2; p++) { /* j = 2p (low half), 2p+1 (high half) */
+            const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(v, counts((short)(4 * p), (short)(4 * p + 2))), m3);
+            const __m512i sq = scale_quad(sc16, 8 * n + 4 * p);
+            for (int t = 0; t < T; t++)
+                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r->xq[t] + b * 256 + 128 * n + 64 * p), sq));
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        a[t] = fold256(acc[t]);
+        m[t] = _mm256_madd_epi16(mn16, loadu(r->bs[t] + b * 16));
+    }
+}
+
+/* As tile_iq2_xxs: single blocks off the lane period, whole periods of 8 reduced together; per
+ * lane the same (d * xd) * A - (dmin * xd) * B. */
 ALWAYS_INLINE void tile_q2_K(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
     float *L[TMAX];
     for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
-    const __m512i m3 = _mm512_set1_epi8(3);
-    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
-        const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)blk->scales);
-        const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(15))));
-        const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(15)));
-        __m512i acc[TMAX];
-        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
-        for (int n = 0; n < 2; n++) {
-            const __m512i v = dup256(blk->qs + 32 * n);
-            for (int p = 0; p < 2; p++) { /* j = 2p (low half), 2p+1 (high half) */
-                const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(v, counts((short)(4 * p), (short)(4 * p + 2))), m3);
-                const __m512i sq = scale_quad(sc16, 8 * n + 4 * p);
-                for (int t = 0; t < T; t++)
-                    acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(q, loadu512(r.xq[t] + b * 256 + 128 * n + 64 * p), sq));
+    const int64_t b1 = k1 / 256;
+    int64_t b = k0 / 256;
+    for (;;) {
+        const int group = (b & 7) == 0 && b1 - b >= 8;
+        if (b >= b1) break;
+        if (!group) {
+            const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + b * 84);
+            __m256i av[TMAX], mv[TMAX];
+            q2_K_block(blk, &r, b, T, av, mv);
+            const float d = f16c(blk->d), dmin = f16c(blk->dmin);
+            for (int t = 0; t < T; t++) {
+                int32_t A, B;
+                hsum2_i32(av[t], mv[t], &A, &B);
+                L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
             }
+            b++;
+            continue;
         }
-        const float d = f16c(blk->d), dmin = f16c(blk->dmin);
+        __m256i pa[TMAX][8], pm[TMAX][8];
+        uint16_t dh[8], mh[8];
+        for (int k = 0; k < 8; k++) {
+            const ds4rt_block_q2_K *blk = (const ds4rt_block_q2_K *)(const void *)(w + (b + k) * 84);
+            __m256i av[TMAX], mv[TMAX];
+            q2_K_block(blk, &r, b + k, T, av, mv);
+            for (int t = 0; t < T; t++) {
+                pa[t][k] = av[t];
+                pm[t][k] = mv[t];
+            }
+            dh[k] = ds4rt_rd_u16(blk->d);
+            mh[k] = ds4rt_rd_u16(blk->dmin);
+        }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));
+        const __m256 m8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)mh));
         for (int t = 0; t < T; t++) {
-            int32_t A, B;
-            hsum2_i32(fold256(acc[t]), _mm256_madd_epi16(mn16, loadu(r.bs[t] + b * 16)), &A, &B);
-            L[t][b & 7] += (d * r.xd[t][b]) * (float)A - (dmin * r.xd[t][b]) * (float)B;
+            const __m256i A = hsum8x8_512(join256(pa[t][0], pa[t][1]), join256(pa[t][2], pa[t][3]),
+                                          join256(pa[t][4], pa[t][5]), join256(pa[t][6], pa[t][7]));
+            const __m256i B = hsum8x8_512(join256(pm[t][0], pm[t][1]), join256(pm[t][2], pm[t][3]),
+                                          join256(pm[t][4], pm[t][5]), join256(pm[t][6], pm[t][7]));
+            const __m256 xd = _mm256_loadu_ps(r.xd[t] + b);
+            const __m256 term = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d8, xd), _mm256_cvtepi32_ps(A)),
+                                              _mm256_mul_ps(_mm256_mul_ps(m8, xd), _mm256_cvtepi32_ps(B)));
+            _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));
         }
+        b += 8;
     }
 }
 
