@@ -92,18 +92,32 @@ if [ "$rc" != 0 ]; then
     grep -E 'error:|Error' "$LOG" | head -n 40 || true
     exit "$rc"
 fi
-# each kernel object holds a code object per arch; the library holds them in .hip_fatbin
-in_root sh -c "
-    cd $BUILD
-    for o in *.o; do
-        printf '%s: ' \"\$o\"
-        clang-offload-bundler-17 --list --type=o --input=\"\$o\" | grep amdgcn | tr '\n' ' '
-        echo
+# Each kernel object carries its device code in a .hip_fatbin section: a clang offload bundle
+# with one code object per arch. Per object and arch: the kernels, their wavefront sizes, the
+# largest VGPR count, LDS and scratch (private segment; > 0 means spills or stack), from the
+# code object's AMDHSA metadata notes.
+cat > "$ROOT/var/tmp/ds4rt-hip-inspect.sh" <<'EOF'
+cd "$1"
+for o in *.o; do
+    objcopy -O binary --only-section=.hip_fatbin "$o" /tmp/k.fatbin
+    for t in $(clang-offload-bundler-17 --list --type=o --input=/tmp/k.fatbin | grep amdgcn); do
+        clang-offload-bundler-17 --unbundle --type=o --input=/tmp/k.fatbin --targets="$t" --output=/tmp/k.co
+        llvm-readelf-17 --notes /tmp/k.co | awk -v o="$o" -v t="$t" '
+            /^ +\.name:/ { n++ }
+            /\.wavefront_size:/ { w[$2]++ }
+            /\.vgpr_count:/ { if ($2 > v) v = $2 }
+            /\.group_segment_fixed_size:/ { if ($2 > l) l = $2 }
+            /\.private_segment_fixed_size:/ { if ($2 > 0) p++ }
+            /\.[sv]gpr_spill_count:/ { if ($2 > 0) sp++ }
+            END { ws = ""; for (k in w) ws = ws k "x" w[k] " "
+                  printf "%s %s: %d kernels, wavefront %s, max VGPRs %d, max LDS %d B, %d with scratch, %d with spills\n",
+                         o, t, n, ws, v, l, p, sp }'
     done
-    printf 'libds4rt.so: '
-    readelf -SW libds4rt.so* | grep -o '\.hip_fatbin' | sort -u | tr '\n' ' '
-    echo \"kernel launch stubs: \$(nm -C libds4rt.so.1 | grep -c '__device_stub__')\"
-    echo \"libamdhip64: \$(ldd libds4rt.so.1 | grep amdhip64)\"
-    echo \"C test programs linked: \$(find tests -maxdepth 1 -type f -executable | wc -l)\"
-"
+done
+echo "libds4rt.so.1 device code section: $(readelf -SW libds4rt.so.1 | grep -o '\.hip_fatbin' | sort -u)"
+echo "kernel launch stubs in libds4rt.so.1: $(nm -C libds4rt.so.1 | grep -c '__device_stub__')"
+echo "libamdhip64: $(ldd libds4rt.so.1 | grep amdhip64 | sed 's/ (0x.*//')"
+echo "C test programs linked: $(find tests -maxdepth 1 -type f -executable -printf '%f ' | tr ' ' '\n' | sort | tr '\n' ' ')"
+EOF
+in_root sh /var/tmp/ds4rt-hip-inspect.sh "$BUILD"
 echo "RESULT: OK"
