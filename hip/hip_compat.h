@@ -100,6 +100,9 @@
 #  define hipStreamEndCapture cudaStreamEndCapture
 #  define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
 #  define hipGraphInstantiate(exec, graph, flags) cudaGraphInstantiate(exec, graph, flags)
+   /* the portable spelling: AMD's hipGraphInstantiate takes 5 arguments (error node, log
+    * buffer), CUDA's 3; hipGraphInstantiateWithFlags(exec, graph, flags) is the same on both */
+#  define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
 #  define hipGraphLaunch cudaGraphLaunch
 #  define hipGraphExecDestroy cudaGraphExecDestroy
 #  define hipGraphDestroy cudaGraphDestroy
