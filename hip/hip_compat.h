@@ -38,10 +38,20 @@
 #elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #  include <hip/hip_runtime.h>
 #  include <hip/hip_fp16.h>
-#  if defined(__AMDGCN_WAVEFRONT_SIZE)
+   /* The device pass knows the target's wavefront size. The host pass does not: clang 17
+    * defines __AMDGCN_WAVEFRONT_SIZE as 64 there even for gfx1151 (wave32), which made host
+    * launch geometry (4 * DS4RT_WARP threads) twice what the device code sized its shared
+    * arrays for. meson.build passes the wavefront size of the hip_arch list as
+    * DS4RT_HIP_HOST_WARP, and the device pass checks that it agrees (docs/GPU.md). */
+#  if defined(__HIP_DEVICE_COMPILE__)
 #    define DS4RT_WARP __AMDGCN_WAVEFRONT_SIZE
+#    if defined(DS4RT_HIP_HOST_WARP) && DS4RT_HIP_HOST_WARP != __AMDGCN_WAVEFRONT_SIZE
+#      error "DS4RT_HIP_HOST_WARP differs from this target's wavefront size"
+#    endif
+#  elif defined(DS4RT_HIP_HOST_WARP)
+#    define DS4RT_WARP DS4RT_HIP_HOST_WARP
 #  else
-#    define DS4RT_WARP 32 /* host pass of hipcc: only launch geometry uses it there */
+#    error "hipcc's host pass needs -DDS4RT_HIP_HOST_WARP=32 or 64 (the targets' wavefront size)"
 #  endif
 #  define DS4RT_HAVE_GRAPHS 1
 #else
@@ -100,6 +110,9 @@
 #  define hipStreamEndCapture cudaStreamEndCapture
 #  define hipStreamCaptureModeThreadLocal cudaStreamCaptureModeThreadLocal
 #  define hipGraphInstantiate(exec, graph, flags) cudaGraphInstantiate(exec, graph, flags)
+   /* the portable spelling: AMD's hipGraphInstantiate takes 5 arguments (error node, log
+    * buffer), CUDA's 3; hipGraphInstantiateWithFlags(exec, graph, flags) is the same on both */
+#  define hipGraphInstantiateWithFlags cudaGraphInstantiateWithFlags
 #  define hipGraphLaunch cudaGraphLaunch
 #  define hipGraphExecDestroy cudaGraphExecDestroy
 #  define hipGraphDestroy cudaGraphDestroy
