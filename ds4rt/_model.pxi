@@ -1,10 +1,10 @@
 # Model, session and sampler bindings (included from _core.pyx).
 #
-# Lifetimes: a session and a support model keep their model alive (a Python reference), a
-# session keeps alive the support model attached to it; close() frees at once what nothing
-# open depends on (docs/API.md, "Lifetimes"). A session serves one call at a time: every entry
-# point takes the session's busy flag while holding the GIL, so a second thread, or a callback
-# of the running call, gets BusyError instead of a corrupted heap.
+# Lifetimes: a session and a support model keep their model alive (a Python reference), a session
+# keeps alive the support model attached to it; close() frees at once what nothing open depends on
+# (docs/API.md, "Models and sessions"). A session serves one call at a time: every entry point takes
+# the session's busy flag while holding the GIL, so a second thread, or a callback of the running
+# call, gets BusyError instead of a corrupted heap.
 
 cimport cython
 from libc.stdint cimport INT32_MAX, INT32_MIN, int32_t, int64_t, uint32_t, uint64_t

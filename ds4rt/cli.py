@@ -4,6 +4,7 @@ ds4-cli chat [options]           interactive multi-turn chat (`ds4-cli chat --he
 ds4-cli info PATH [--json [--full | --max-array N]] [--tensors]
                                  summary of a GGUF file (exit 1 with the error on a bad file)
 ds4-cli info --backends [--json] the compute backends of this build and the ops x types each runs
+ds4-cli serve [options]          OpenAI-compatible HTTP server (the 'server' extra; docs/SERVER.md)
 ds4-cli tokenize (--model GGUF | --vocab GGUF) [TEXT | --decode IDS]
                                  text -> token ids, or ids -> text (`ds4-cli tokenize --help`)
 ds4-cli --version                version and build info
@@ -48,7 +49,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ds4-cli",
         description=__doc__.splitlines()[0],
-        epilog="subcommands: chat, info PATH, tokenize (run `ds4-cli SUBCOMMAND --help`); "
+        epilog="subcommands: chat, serve, info PATH, tokenize (run `ds4-cli SUBCOMMAND --help`); "
         "ds4's DS4_DSPARK_STATS, DS4_DSPARK_SCHEDULER and DS4_CUDA_NO_Q8_F16_CACHE are honoured "
         "(docs/CLI.md)",
     )
@@ -226,6 +227,15 @@ def _chat_main(argv: list[str]) -> int:
 
 
 SUBCOMMANDS["chat"] = _chat_main
+
+
+def _serve_main(argv: list[str]) -> int:
+    from .server import main as server_main
+
+    return server_main.main(argv, prog="ds4-cli serve")
+
+
+SUBCOMMANDS["serve"] = _serve_main
 
 
 def _generate_main(argv: list[str]) -> int:

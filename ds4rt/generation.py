@@ -606,6 +606,13 @@ class Stream(Iterator[Piece]):
         if not self._ended:
             self._stop()
 
+    def cancel(self) -> None:
+        """Asks the generation to stop after the current token (or pass of the prompt) and
+        returns at once; safe from any thread, e.g. a server whose client went away while
+        another thread reads the stream. The iteration then ends as after ``close()``, with
+        ``result.stop_reason`` INTERRUPTED."""
+        self._work.call.run.cancel = True
+
     def text(self) -> str:
         """Reads the rest of the stream and returns all of its text."""
         return "".join(p.text for p in self)

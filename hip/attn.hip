@@ -783,7 +783,7 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
  * that every head of the group reuses (K = V), and leaves (max, sum, weighted values); the
  * combine kernel folds the splits and the sink in split order. */
 #define ATT_SPLITS 32
-#define ATT_MIN_CHUNK 32
+#define ATT_MIN_CHUNK 16
 #define ATT_HG 8      /* heads per block */
 #define ATT_TK 8      /* keys per tile */
 #define ATT_DSL 512   /* dims of a key tile slice in shared memory */
@@ -859,7 +859,7 @@ __global__ void attn_partial_kernel(attn_args a) {
     __shared__ float sk[ATT_TK * ATT_KS];
     __shared__ float sdot[4 * ATT_MAX_THREADS];
     __shared__ float sp[ATT_PAIRS];
-    __shared__ float sm[ATT_HG], sl[ATT_HG], salpha[ATT_HG];
+    __shared__ float sm[ATT_HG], sl[ATT_HG], salpha[ATT_HG], smax[ATT_HG];
     __shared__ const float *skey[ATT_TK];
     const unsigned tid = threadIdx.x, nt = blockDim.x;
     const int64_t i = blockIdx.z;
@@ -934,22 +934,26 @@ __global__ void attn_partial_kernel(attn_args a) {
             sp[tid] = sum * a.scale;
         }
         __syncthreads();
-        /* online softmax per head */
+        /* online softmax per head: the new maximum, the tile's weights (one thread each),
+         * then the running sum in key order */
         if (tid < hc) {
             float mx = sm[tid];
             for (uint32_t t = 0; t < tk; t++) mx = fmaxf(mx, sp[tid * ATT_TK + t]);
-            const float alpha = expf(sm[tid] - mx);
-            float l = sl[tid] * alpha;
-            for (uint32_t t = 0; t < ATT_TK; t++) {
-                const float p = t < tk ? expf(sp[tid * ATT_TK + t] - mx) : 0.0f;
-                sp[tid * ATT_TK + t] = p;
-                l += p;
-            }
-            sm[tid] = mx;
-            sl[tid] = l;
-            salpha[tid] = alpha;
+            salpha[tid] = expf(sm[tid] - mx);
+            smax[tid] = mx;
         }
         __syncthreads();
+        if (tid < ATT_PAIRS) {
+            const uint32_t h = tid / ATT_TK, t = tid % ATT_TK;
+            sp[tid] = h < hc && t < tk ? expf(sp[tid] - smax[h]) : 0.0f;
+        }
+        __syncthreads();
+        if (tid < hc) {
+            float l = sl[tid] * salpha[tid];
+            for (uint32_t t = 0; t < ATT_TK; t++) l += sp[tid * ATT_TK + t];
+            sl[tid] = l;
+            sm[tid] = smax[tid];
+        }
         /* weighted values: the tile again (K = V) */
         if (fast) {
             UNROLL

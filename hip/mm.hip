@@ -13,11 +13,12 @@
  *
  * Layout of the work (docs/GPU.md, "Matrix products"):
  *   - quantised types: a block of 64 threads takes 8 weight rows; thread (row, c) is lane c of
- *     its row and walks the row's blocks c, c+8, c+16, ... in order. Each step stages 8
- *     consecutive weight blocks of every row in shared memory with 16-byte loads (when the rows
- *     are 16-byte aligned), then each lane decodes its block once per token.
- *   - float types: a block takes 8 rows x 4 threads per row (each holding 8 of the 32 lanes,
- *     16-byte weight loads) x up to 4 groups of 8 tokens that read the same weight bytes.
+ *     its row and walks the row's blocks c, c+8, c+16, ... in order. Each step stages 8 x PER
+ *     consecutive weight blocks of every row (1-1.7 KB) in shared memory with 16-byte loads
+ *     (when the rows are 16-byte aligned), then each lane decodes its PER blocks once per token.
+ *   - float types: a block takes 16 rows; a thread holds 4 of the 32 lanes of 4 rows for a
+ *     group of up to 8 tokens (8- or 16-byte loads); up to 4 token groups per block read the
+ *     same weight bytes at the same time.
  *   - expert stacks: one grid row per slot; the expert id is read on the device.
  */
 #include <math.h>
@@ -33,11 +34,12 @@
 #define __global__
 #endif
 
-/* The format tables of the CPU (generated from gguf-py), placed in constant memory: inside this
- * include every `static` array definition becomes `static __constant__` (on HIP-CPU, device code
- * is host code and reads them as they are). */
+/* The format tables of the CPU (generated from gguf-py), placed in device global memory: inside
+ * this include every `static` array definition becomes `static __device__` (on HIP-CPU, device
+ * code is host code and reads them as they are). Not __constant__: the lanes of a warp index
+ * them with different values, which constant memory serialises; global loads go through L1. */
 #if !defined(DS4RT_HIP_CPU)
-#define static static __constant__
+#define static static __device__
 #endif
 #include "../src/quant/quant_tables.h"
 #if !defined(DS4RT_HIP_CPU)
@@ -372,36 +374,8 @@ __device__ __forceinline__ int xw(const int8_t *x, int k) { return *(const int *
 __device__ __forceinline__ uint32_t spread4(uint32_t bits) { return ((bits & 15u) * 0x00204081u) & 0x01010101u; }
 
 /* ---------------- per-block terms (kernels_scalar.c, in the same f32 operations) ----------------
- * blk: the weight block (in shared memory, 2-byte aligned except MXFP4); x: the activation
- * row's quants of this block; xd: its scale; bs: its int16 group sums (Q8_K) / xsum: the int32
- * sum of its 32 quants (Q8_0). */
-
-__device__ __forceinline__ float term_q8_0(const uint8_t *blk, const int8_t *x, float xd) {
-    int I = 0;
-UNROLL
-    for (int k = 0; k < 8; k++) I += dot4((int)rd32h(blk + 2 + 4 * k), xw(x, k));
-    return fmul(fmul(h2f(rd16(blk)), xd), (float)I);
-}
-
-__device__ __forceinline__ float term_q4_0(const uint8_t *blk, const int8_t *x, float xd, int xsum) {
-    int I = 0; /* sum (q - 8) x = sum q x - 8 sum x */
-UNROLL
-    for (int k = 0; k < 4; k++) {
-        const uint32_t q = rd32h(blk + 2 + 4 * k);
-        I += dot4((int)(q & 0x0f0f0f0fu), xw(x, k)) + dot4((int)((q >> 4) & 0x0f0f0f0fu), xw(x, 4 + k));
-    }
-    I -= 8 * xsum;
-    return fmul(fmul(h2f(rd16(blk)), xd), (float)I);
-}
-
-__device__ __forceinline__ float term_mxfp4(const uint8_t *blk, const int8_t *x, float xd) {
-    int I = 0;
-    for (int i = 0; i < 16; i++) {
-        const uint32_t q = blk[1 + i];
-        I += ds4rt_mxfp4_values[q & 15] * x[i] + ds4rt_mxfp4_values[q >> 4] * x[i + 16];
-    }
-    return fmul(fmul(e8m0_half(blk[0]), xd), (float)I);
-}
+ * 256-element blocks. blk: the weight block (in shared memory, 2-byte aligned); x: the activation
+ * row's quants of this block; xd: its scale; bs: its int16 group sums. */
 
 /* Q2_K: scales[16] @0, qs[64] @16, d @80, dmin @82. */
 __device__ __forceinline__ float term_q2_K(const uint8_t *blk, const int8_t *x, float xd, const int16_t *bs) {
@@ -503,15 +477,51 @@ UNROLL
     return fmul(fmul(fmul(h2f(rd16(blk)), xd), (float)A), 0.125f);
 }
 
+/* 32-element blocks (Q8_0, Q4_0, MXFP4) are decoded once into signed bytes and a scale, then
+ * multiplied with each token: I = sum w x exactly as the CPU's sums, term = (d * xd) * I. */
+template <int TYPE>
+__device__ __forceinline__ float decode32(const uint8_t *blk, int *wq) {
+    if constexpr (TYPE == T_Q8_0) {
+        UNROLL
+        for (int k = 0; k < 8; k++) wq[k] = (int)rd32h(blk + 2 + 4 * k);
+        return h2f(rd16(blk));
+    } else if constexpr (TYPE == T_Q4_0) { /* bytes q - 8 from nibbles q, without borrows between bytes */
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const uint32_t q = rd32h(blk + 2 + 4 * k);
+            wq[k] = (int)((((q & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+            wq[4 + k] = (int)(((((q >> 4) & 0x0f0f0f0fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u);
+        }
+        return h2f(rd16(blk));
+    } else { /* MXFP4 */
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo = 0, hi = 0;
+            for (int j = 0; j < 4; j++) {
+                const uint32_t q = blk[1 + 4 * k + j];
+                lo |= (uint32_t)(uint8_t)ds4rt_mxfp4_values[q & 15] << (8 * j);
+                hi |= (uint32_t)(uint8_t)ds4rt_mxfp4_values[q >> 4] << (8 * j);
+            }
+            wq[k] = (int)lo;
+            wq[4 + k] = (int)hi;
+        }
+        return e8m0_half(blk[0]);
+    }
+}
+
+__device__ __forceinline__ float term32(const int *wq, float dw, const uint8_t *arow, size_t d_off, int64_t b) {
+    const int8_t *x = (const int8_t *)arow + b * 32;
+    const float xd = ((const float *)(const void *)(arow + d_off))[b];
+    const int4 x0 = *(const int4 *)(const void *)x, x1 = *(const int4 *)(const void *)(x + 16);
+    const int I = dot4(wq[0], x0.x) + dot4(wq[1], x0.y) + dot4(wq[2], x0.z) + dot4(wq[3], x0.w) + dot4(wq[4], x1.x) +
+                  dot4(wq[5], x1.y) + dot4(wq[6], x1.z) + dot4(wq[7], x1.w);
+    return fmul(fmul(dw, xd), (float)I);
+}
+
 template <int TYPE>
 __device__ __forceinline__ float block_term(const uint8_t *blk, const uint8_t *arow, size_t d_off, size_t s_off,
                                             int64_t b) {
-    constexpr int QK = (TYPE == T_Q8_0 || TYPE == T_Q4_0 || TYPE == T_MXFP4) ? 32 : 256;
-    const int8_t *x = (const int8_t *)arow + b * QK;
+    const int8_t *x = (const int8_t *)arow + b * 256;
     const float xd = ((const float *)(const void *)(arow + d_off))[b];
-    if (TYPE == T_Q8_0) return term_q8_0(blk, x, xd);
-    if (TYPE == T_Q4_0) return term_q4_0(blk, x, xd, ((const int32_t *)(const void *)(arow + s_off))[b]);
-    if (TYPE == T_MXFP4) return term_mxfp4(blk, x, xd);
     const int16_t *bs = (const int16_t *)(const void *)(arow + s_off) + b * 16;
     if (TYPE == T_Q2_K) return term_q2_K(blk, x, xd, bs);
     if (TYPE == T_Q4_K) return term_q45_K<false>(blk, x, xd, bs);
@@ -551,7 +561,12 @@ template <int TYPE, bool ALIGNED, bool EXPERTS>
 __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : TYPE == T_MXFP4 ? 17 : TYPE == T_Q2_K ? 84
                        : TYPE == T_Q4_K ? 144 : TYPE == T_Q5_K ? 176 : TYPE == T_Q6_K ? 210 : 66;
-    constexpr int SPAN = ((QLANES * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
+    /* lane rounds per staging step: about 1-1.7 KB of every row per step, so that a block keeps
+     * ~10 KB of loads in flight between two barriers */
+    constexpr int PER = TYPE == T_Q8_0 ? 4 : TYPE == T_Q4_0 || TYPE == T_MXFP4 ? 8
+                        : TYPE == T_Q2_K || TYPE == T_IQ2_XXS ? 2 : 1;
+    constexpr int STEP = QLANES * PER; /* weight blocks per row per step */
+    constexpr int SPAN = ((STEP * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
     __shared__ uint4 wbuf4[QROWS][SPAN / 16]; /* uint4: 16-byte aligned */
     uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
     __shared__ float acc[QROWS * QLANES][QTOK];
@@ -582,8 +597,8 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
     for (int t = 0; t < nt; t++) acc[tid][t] = 0.0f;
     const int nrows = a.rows - row0 < QROWS ? (int)(a.rows - row0) : QROWS;
 
-    for (int64_t b0 = 0; b0 < a.nb; b0 += QLANES) {
-        const int nblk = a.nb - b0 < QLANES ? (int)(a.nb - b0) : QLANES;
+    for (int64_t b0 = 0; b0 < a.nb; b0 += STEP) {
+        const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
         const uint64_t off = (uint64_t)b0 * BB, len = (uint64_t)nblk * BB;
         int shift = 0;
         if (ALIGNED) { /* rows are 16-aligned: load the covering 16-byte words */
@@ -601,12 +616,22 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
             }
         }
         __syncthreads();
-        if (r < nrows && c < nblk) {
-            const uint8_t *blk = &wbuf[r][shift + c * BB];
-            for (int t = 0; t < nt; t++)
-                acc[tid][t] = fadd(acc[tid][t], block_term<TYPE>(blk, a.act + (size_t)(t0 + t) * a.stride, a.d_off,
-                                                                 a.s_off, b0 + c));
-        }
+        /* lane c: blocks b0 + c, b0 + c + 8, ... of the step, in increasing order */
+        if (r < nrows)
+            for (int p = c; p < nblk; p += QLANES) {
+                const uint8_t *blk = &wbuf[r][shift + p * BB];
+                if constexpr (TYPE == T_Q8_0 || TYPE == T_Q4_0 || TYPE == T_MXFP4) {
+                    int wq[8];
+                    const float dw = decode32<TYPE>(blk, wq);
+                    for (int t = 0; t < nt; t++)
+                        acc[tid][t] = fadd(acc[tid][t], term32(wq, dw, a.act + (size_t)(t0 + t) * a.stride, a.d_off,
+                                                               b0 + p));
+                } else {
+                    for (int t = 0; t < nt; t++)
+                        acc[tid][t] = fadd(acc[tid][t], block_term<TYPE>(blk, a.act + (size_t)(t0 + t) * a.stride,
+                                                                         a.d_off, a.s_off, b0 + p));
+                }
+            }
         __syncthreads();
     }
     /* y = the fixed reduction of the row's 8 lanes; lane thread c writes tokens c, c+8, ... */
@@ -618,24 +643,26 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
         }
 }
 
-/* ---------------- float products ---------------- */
+/* ---------------- float products ----------------
+ * Thread (q, rg, g) holds lanes 4q..4q+3 of FRT rows for the TT tokens of token group g: each
+ * activation load serves FRT rows and each weight load TT tokens, which keeps the L1 traffic of
+ * activations (not the FMA rate) from bounding batches of 2..17 rows. */
 
-#define FROWS 8   /* rows per thread block */
-#define FOCT 4    /* threads per row, each holding 8 of the 32 lanes */
-#define FTOK 8    /* tokens per token group */
+#define FQ 8      /* threads per row, each holding 4 of the 32 lanes */
+#define FRT 4     /* rows per thread */
+#define FRG 4     /* row groups per thread block */
+#define FROWS (FRT * FRG)
 #define FGROUPS 4 /* token groups per thread block */
 
 template <int TYPE>
-__device__ __forceinline__ void load8(const uint8_t *wr, int64_t e, float *v) {
+__device__ __forceinline__ void load4(const uint8_t *wr, int64_t e, float *v) {
     if (TYPE == T_F32) {
         const float4 p = *(const float4 *)(const void *)(wr + 4 * e);
-        const float4 q = *(const float4 *)(const void *)(wr + 4 * e + 16);
-        v[0] = p.x; v[1] = p.y; v[2] = p.z; v[3] = p.w;
-        v[4] = q.x; v[5] = q.y; v[6] = q.z; v[7] = q.w;
+        v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w;
     } else {
-        const uint4 p = *(const uint4 *)(const void *)(wr + 2 * e);
-        const uint32_t u[4] = {p.x, p.y, p.z, p.w};
-        for (int k = 0; k < 4; k++) {
+        const uint2 p = *(const uint2 *)(const void *)(wr + 2 * e);
+        const uint32_t u[2] = {p.x, p.y};
+        for (int k = 0; k < 2; k++) {
             v[2 * k] = TYPE == T_F16 ? h2f(u[k] & 0xffffu) : bf2f(u[k] & 0xffffu);
             v[2 * k + 1] = TYPE == T_F16 ? h2f(u[k] >> 16) : bf2f(u[k] >> 16);
         }
@@ -658,11 +685,17 @@ __device__ __forceinline__ float mac(float acc, float w, float x) {
     return TYPE == T_F16 ? ffma(w, x, acc) : fadd(acc, fmul(w, x));
 }
 
-template <int TYPE, bool VEC, bool EXPERTS>
-__global__ void __launch_bounds__(FROWS * FOCT * FGROUPS) mm_f_kernel(mm_args a, int64_t cols) {
-    __shared__ float part[FGROUPS][FTOK][FROWS][33]; /* lanes of each (token, row); 33 against conflicts */
-    const int q = threadIdx.x % FOCT, r = threadIdx.x / FOCT, g = threadIdx.y;
-    const int64_t row = (int64_t)blockIdx.x * FROWS + r;
+/* Tokens of token group g of a grid row, and its first token (dense products). */
+__device__ __forceinline__ int64_t group_tokens(int64_t n, int64_t t0, int tt) {
+    const int64_t nt = n - t0 < tt ? n - t0 : tt;
+    return nt < 0 ? 0 : nt;
+}
+
+template <int TYPE, int TT, bool VEC, bool EXPERTS>
+__global__ void __launch_bounds__(FQ * FRG * FGROUPS) mm_f_kernel(mm_args a, int64_t cols) {
+    __shared__ float part[TT][FROWS][33]; /* the 32 lanes of each (token, row); 33 against bank conflicts */
+    const int q = threadIdx.x % FQ, rg = threadIdx.x / FQ, g = threadIdx.y;
+    const int64_t rowb = (int64_t)blockIdx.x * FROWS, row0 = rowb + rg * FRT;
     int64_t t0, nt, y_row;
     const uint8_t *w = a.w;
     bool bad = false;
@@ -672,66 +705,82 @@ __global__ void __launch_bounds__(FROWS * FOCT * FGROUPS) mm_f_kernel(mm_args a,
         bad = e < 0 || (uint32_t)e >= a.n_experts;
         w += bad ? 0 : (uint64_t)e * a.expert_stride;
         t0 = j / a.x_div;
-        nt = g == 0 ? 1 : 0;
+        nt = 1;
         y_row = j;
     } else {
-        t0 = (int64_t)blockIdx.y * (FTOK * FGROUPS) + (int64_t)g * FTOK;
-        nt = a.n - t0 < FTOK ? a.n - t0 : FTOK;
-        if (nt < 0) nt = 0;
+        t0 = (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)g * TT;
+        nt = group_tokens(a.n, t0, TT);
         y_row = t0;
     }
-    float acc[FTOK][8];
-UNROLL
-    for (int t = 0; t < FTOK; t++)
-UNROLL
-        for (int k = 0; k < 8; k++) acc[t][k] = 0.0f;
-    if (row < a.rows && nt > 0 && !bad) {
-        const uint8_t *wr = w + (uint64_t)row * a.row_bytes;
-        for (int64_t e0 = 8 * q; e0 < cols; e0 += 32) {
-            float wv[8];
-            if (VEC) {
-                load8<TYPE>(wr, e0, wv);
-            } else {
-UNROLL
-                for (int k = 0; k < 8; k++) wv[k] = e0 + k < cols ? load1<TYPE>(wr, e0 + k) : 0.0f;
+    float acc[FRT][TT][4];
+    UNROLL
+    for (int i = 0; i < FRT; i++)
+        UNROLL
+        for (int t = 0; t < TT; t++)
+            UNROLL
+            for (int k = 0; k < 4; k++) acc[i][t][k] = 0.0f;
+    if (nt > 0 && !bad) {
+        const uint8_t *wr[FRT];
+        UNROLL
+        for (int i = 0; i < FRT; i++) /* rows past the end read the last row; nothing is stored */
+            wr[i] = w + (uint64_t)(row0 + i < a.rows ? row0 + i : a.rows - 1) * a.row_bytes;
+        for (int64_t e0 = 4 * q; e0 < cols; e0 += 32) {
+            float wv[FRT][4];
+            UNROLL
+            for (int i = 0; i < FRT; i++) {
+                if (VEC) {
+                    load4<TYPE>(wr[i], e0, wv[i]);
+                } else {
+                    UNROLL
+                    for (int k = 0; k < 4; k++) wv[i][k] = e0 + k < cols ? load1<TYPE>(wr[i], e0 + k) : 0.0f;
+                }
             }
-UNROLL
-            for (int t = 0; t < FTOK; t++) {
+            UNROLL
+            for (int t = 0; t < TT; t++) {
                 if (t < nt) {
                     const float *xr = (const float *)(const void *)(a.act + (size_t)(t0 + t) * a.stride) + e0;
+                    float xv[4];
                     if (VEC) {
-                        const float4 x0 = *(const float4 *)(const void *)xr, x1 = *(const float4 *)(const void *)(xr + 4);
-                        acc[t][0] = mac<TYPE>(acc[t][0], wv[0], x0.x);
-                        acc[t][1] = mac<TYPE>(acc[t][1], wv[1], x0.y);
-                        acc[t][2] = mac<TYPE>(acc[t][2], wv[2], x0.z);
-                        acc[t][3] = mac<TYPE>(acc[t][3], wv[3], x0.w);
-                        acc[t][4] = mac<TYPE>(acc[t][4], wv[4], x1.x);
-                        acc[t][5] = mac<TYPE>(acc[t][5], wv[5], x1.y);
-                        acc[t][6] = mac<TYPE>(acc[t][6], wv[6], x1.z);
-                        acc[t][7] = mac<TYPE>(acc[t][7], wv[7], x1.w);
+                        const float4 x4 = *(const float4 *)(const void *)xr;
+                        xv[0] = x4.x, xv[1] = x4.y, xv[2] = x4.z, xv[3] = x4.w;
                     } else {
-UNROLL
-                        for (int k = 0; k < 8; k++)
-                            if (e0 + k < cols) acc[t][k] = mac<TYPE>(acc[t][k], wv[k], xr[k]);
+                        UNROLL
+                        for (int k = 0; k < 4; k++) xv[k] = e0 + k < cols ? xr[k] : 0.0f;
                     }
+                    UNROLL
+                    for (int i = 0; i < FRT; i++)
+                        UNROLL
+                        for (int k = 0; k < 4; k++)
+                            if (VEC || e0 + k < cols) acc[i][t][k] = mac<TYPE>(acc[i][t][k], wv[i][k], xv[k]);
                 }
             }
         }
     }
-UNROLL
-    for (int t = 0; t < FTOK; t++)
-UNROLL
-        for (int k = 0; k < 8; k++) part[g][t][r][8 * q + k] = acc[t][k];
-    __syncthreads();
-    /* reduce32 (blocks.h): v[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]), then reduce8(v);
-     * thread q of a row writes tokens q, q+4 of its group. */
-    if (row < a.rows)
-        for (int t = q; t < nt; t += FOCT) {
-            const float *l = part[g][t][r];
+    /* one token group at a time: its lanes through shared memory, then reduce32 (blocks.h):
+     * v[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]), y = reduce8(v) */
+    const int nthreads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    for (int gr = 0; gr < (int)blockDim.y; gr++) {
+        if (g == gr)
+            UNROLL
+            for (int i = 0; i < FRT; i++)
+                UNROLL
+                for (int t = 0; t < TT; t++)
+                    UNROLL
+                    for (int k = 0; k < 4; k++) part[t][rg * FRT + i][4 * q + k] = acc[i][t][k];
+        __syncthreads();
+        const int64_t tg = EXPERTS ? t0 : (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)gr * TT;
+        const int64_t ng = EXPERTS ? 1 : group_tokens(a.n, tg, TT), yg = EXPERTS ? y_row : tg;
+        for (int j = tid; j < TT * FROWS; j += nthreads) {
+            const int t = j / FROWS, lr = j % FROWS;
+            const int64_t row = rowb + lr;
+            if (t >= ng || row >= a.rows) continue;
+            const float *l = part[t][lr];
             float v[8];
             for (int k = 0; k < 8; k++) v[k] = fadd(fadd(l[k], l[k + 8]), fadd(l[k + 16], l[k + 24]));
-            a.y[(y_row + t) * a.rows + row] = bad ? bits_f32(0x7fc00000u) : reduce8(v);
+            a.y[(yg + t) * a.rows + row] = bad ? bits_f32(0x7fc00000u) : reduce8(v);
         }
+        __syncthreads();
+    }
 }
 
 /* ---------------- row gathers (dequant.c, operation for operation) ---------------- */
@@ -924,16 +973,29 @@ static mm_kernel_fn pick_q(uint32_t type, bool aligned) {
 #undef PICK
 }
 
+template <int TYPE, bool EXPERTS>
+static mmf_kernel_fn pick_f_tt(int tt, bool vec) {
+    if constexpr (EXPERTS) { /* one token per slot */
+        (void)tt;
+        return vec ? mm_f_kernel<TYPE, 1, true, true> : mm_f_kernel<TYPE, 1, false, true>;
+    } else {
+        switch (tt) {
+        case 1: return vec ? mm_f_kernel<TYPE, 1, true, false> : mm_f_kernel<TYPE, 1, false, false>;
+        case 2: return vec ? mm_f_kernel<TYPE, 2, true, false> : mm_f_kernel<TYPE, 2, false, false>;
+        case 4: return vec ? mm_f_kernel<TYPE, 4, true, false> : mm_f_kernel<TYPE, 4, false, false>;
+        default: return vec ? mm_f_kernel<TYPE, 8, true, false> : mm_f_kernel<TYPE, 8, false, false>;
+        }
+    }
+}
+
 template <bool EXPERTS>
-static mmf_kernel_fn pick_f(uint32_t type, bool vec) {
-#define PICK(T) return vec ? mm_f_kernel<T, true, EXPERTS> : mm_f_kernel<T, false, EXPERTS>
+static mmf_kernel_fn pick_f(uint32_t type, int tt, bool vec) {
     switch (type) {
-    case T_F32: PICK(T_F32);
-    case T_F16: PICK(T_F16);
-    case T_BF16: PICK(T_BF16);
+    case T_F32: return pick_f_tt<T_F32, EXPERTS>(tt, vec);
+    case T_F16: return pick_f_tt<T_F16, EXPERTS>(tt, vec);
+    case T_BF16: return pick_f_tt<T_BF16, EXPERTS>(tt, vec);
     default: return NULL;
     }
-#undef PICK
 }
 
 /* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
@@ -957,16 +1019,19 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         mm_kernel_fn k = pick_q<EXPERTS>(w->type, aligned);
         hipLaunchKernelGGL(k, grid, dim3(QROWS * QLANES), 0, s, a);
     } else {
-        /* 16-byte loads need aligned rows and whole 32-element lane periods */
+        /* vector loads need aligned rows and whole 32-element lane periods */
         const bool vec = aligned && w->cols % 32 == 0;
-        const int64_t per = FTOK * FGROUPS;
+        /* tokens per group: the smallest power of two >= n, at most 8 (experts: 1) */
+        const int64_t nn = EXPERTS ? 1 : n_grid_rows;
+        const int tt = nn >= 5 ? 8 : nn >= 3 ? 4 : nn == 2 ? 2 : 1;
+        const int64_t per = (int64_t)tt * FGROUPS;
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + per - 1) / per;
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
-        /* dense: as many token groups as the tokens need (threads of one block share weight loads) */
-        const int64_t groups = EXPERTS ? 1 : ((n_grid_rows < per ? n_grid_rows : per) + FTOK - 1) / FTOK;
+        /* as many token groups as the tokens need (the groups of a block share weight loads) */
+        const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
         const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy);
-        mmf_kernel_fn k = pick_f<EXPERTS>(w->type, vec);
-        hipLaunchKernelGGL(k, grid, dim3(FROWS * FOCT, (unsigned)groups), 0, s, a, w->cols);
+        mmf_kernel_fn k = pick_f<EXPERTS>(w->type, tt, vec);
+        hipLaunchKernelGGL(k, grid, dim3(FQ * FRG, (unsigned)groups), 0, s, a, w->cols);
     }
     return ds4rt_gk_check(hipGetLastError(), what);
 }

@@ -95,6 +95,13 @@ int ds4rt_gk_capture(uint32_t n_hc, uint32_t d, int64_t n, const float *d_X, flo
  * equal maxima; NaN never wins; 0 when no value exceeds -inf (exactly the CPU's answer). */
 int ds4rt_gk_argmax(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *stream);
 
+/* The same answer for wide rows (the vocabulary), spread over many blocks: each block takes
+ * a chunk of a row and writes its first maximum to the scratch, a second kernel merges the
+ * chunks of each row. Scratch: ds4rt_gk_argmax_scratch_bytes(rows, width). */
+size_t ds4rt_gk_argmax_scratch_bytes(int64_t rows, uint32_t width);
+int ds4rt_gk_argmax_split(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *d_scratch,
+                          size_t scratch_bytes, void *stream);
+
 /* d_out = d_a + d_b, count floats (bitwise). */
 int ds4rt_gk_add(int64_t count, const float *d_a, const float *d_b, float *d_out, void *stream);
 
@@ -143,6 +150,37 @@ int ds4rt_gk_swiglu(int64_t rows, uint32_t width, const float *d_g, uint64_t g_s
  * no shared expert): bitwise the CPU's combine. d_y [n][k][d]. */
 int ds4rt_gk_moe_combine(int64_t n, uint32_t k, uint32_t d, const float *d_y, const float *d_shared, float *d_f,
                          void *stream);
+
+/* ---- sampling on the device --------------------------------------------------------------------- */
+
+/* Sampling parameters of a request (host values: static for a captured graph). */
+typedef struct ds4rt_gk_sample_params {
+    float temperature; /* <= 0: greedy (argmax) */
+    int32_t top_k;     /* 0: off */
+    float top_p;       /* >= 1: off */
+    float min_p;       /* <= 0: off */
+    uint64_t seed;
+} ds4rt_gk_sample_params;
+
+/* Scratch of ds4rt_gk_sample for rows of `width` (the final distributions, [rows][width] f32). */
+size_t ds4rt_gk_sample_scratch_bytes(int64_t rows, uint32_t width);
+
+/* d_ids[r] = a token drawn from row r of the logits d_x [rows][width] by the CPU's rule
+ * (src/model/sampling.c: softmax of x/T in float64, then top-k with ties to the lower id,
+ * top-p over the distribution sorted by (p desc, id asc), min-p, renormalised; the first id
+ * whose cumulative probability exceeds u * total), one block per row. The uniform u of row r
+ * comes from a counter-based generator: u = (splitmix64(seed + *d_counter + r) >> 11) * 2^-53
+ * (ds4rt_gk_sample_uniform), with the counter read from device memory so a captured graph
+ * draws new numbers on replay; the caller advances it. temperature <= 0 is argmax (ids only).
+ * The final distribution of each row stays in the scratch (for rejection sampling).
+ * Against the CPU's functions with the same u: the same token except where u * total lies
+ * within float64 rounding of a cumulative boundary (float64 sums in another order; the
+ * device's float64 exp). */
+int ds4rt_gk_sample(const ds4rt_gk_sample_params *p, int64_t rows, uint32_t width, const float *d_x,
+                    const uint64_t *d_counter, int32_t *d_ids, void *d_scratch, size_t scratch_bytes, void *stream);
+
+/* The generator of ds4rt_gk_sample on the host, for callers and tests. */
+double ds4rt_gk_sample_uniform(uint64_t seed, uint64_t counter);
 
 /* ---- the float product on its own ------------------------------------------------------------- */
 

@@ -534,6 +534,111 @@ extern "C" int ds4rt_gk_argmax(int64_t rows, uint32_t width, const float *d_x, i
     return DS4RT_GK_LAUNCHED("argmax");
 }
 
+/* Split argmax: chunk c of row r covers columns [c * GK_ARGMAX_CHUNK, ...); partials are
+ * (value, index) pairs, merged by the same rule as above, so the answer is the same. */
+#define GK_ARGMAX_CHUNK 8192
+
+__global__ void __launch_bounds__(GK_ARGMAX_NT)
+    gk_argmax_part_kernel(uint32_t width, const float *__restrict__ x, float *__restrict__ pv,
+                          uint32_t *__restrict__ pi) {
+    __shared__ float bv[GK_ARGMAX_NT];
+    __shared__ uint32_t bi[GK_ARGMAX_NT];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.y;
+    const uint32_t c0 = blockIdx.x * GK_ARGMAX_CHUNK;
+    const uint32_t c1 = width - c0 < GK_ARGMAX_CHUNK ? width : c0 + GK_ARGMAX_CHUNK;
+    const float *v = x + r * width;
+    float best = -INFINITY;
+    uint32_t at = 0xffffffffu;
+    for (uint32_t i = c0 + tid; i < c1; i += GK_ARGMAX_NT) {
+        float e = v[i];
+        if (e > best) {
+            best = e;
+            at = i;
+        }
+    }
+    bv[tid] = best;
+    bi[tid] = at;
+    __syncthreads();
+    for (int s = GK_ARGMAX_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            float o = bv[tid + s];
+            uint32_t oi = bi[tid + s];
+            if (o > bv[tid] || (o == bv[tid] && oi < bi[tid])) {
+                bv[tid] = o;
+                bi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        pv[r * gridDim.x + blockIdx.x] = bv[0];
+        pi[r * gridDim.x + blockIdx.x] = bi[0];
+    }
+}
+
+__global__ void __launch_bounds__(GK_ARGMAX_NT)
+    gk_argmax_merge_kernel(uint32_t parts, const float *__restrict__ pv, const uint32_t *__restrict__ pi,
+                           int32_t *__restrict__ ids) {
+    __shared__ float bv[GK_ARGMAX_NT];
+    __shared__ uint32_t bi[GK_ARGMAX_NT];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    float best = -INFINITY;
+    uint32_t at = 0xffffffffu;
+    for (uint32_t c = tid; c < parts; c += GK_ARGMAX_NT) {
+        float o = pv[r * parts + c];
+        uint32_t oi = pi[r * parts + c];
+        if (o > best || (o == best && oi < at)) {
+            best = o;
+            at = oi;
+        }
+    }
+    bv[tid] = best;
+    bi[tid] = at;
+    __syncthreads();
+    for (int s = GK_ARGMAX_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) {
+            float o = bv[tid + s];
+            uint32_t oi = bi[tid + s];
+            if (o > bv[tid] || (o == bv[tid] && oi < bi[tid])) {
+                bv[tid] = o;
+                bi[tid] = oi;
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) ids[r] = bv[0] > -INFINITY ? (int32_t)bi[0] : 0;
+}
+
+static uint32_t gk_argmax_parts(uint32_t width) { return (width + GK_ARGMAX_CHUNK - 1) / GK_ARGMAX_CHUNK; }
+
+extern "C" size_t ds4rt_gk_argmax_scratch_bytes(int64_t rows, uint32_t width) {
+    if (rows < 1) rows = 1;
+    const size_t parts = (size_t)rows * gk_argmax_parts(width ? width : 1);
+    return gk_align(parts * 4) + gk_align(parts * 4);
+}
+
+extern "C" int ds4rt_gk_argmax_split(int64_t rows, uint32_t width, const float *d_x, int32_t *d_ids, void *d_scratch,
+                                     size_t scratch_bytes, void *stream) {
+    if (rows == 0) return DS4RT_GK_OK;
+    if (rows < 0 || rows > 65535 || width == 0 || width > 0x7fffffffu || !d_x || !d_ids)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "argmax_split: bad arguments (rows %lld, width %u)",
+                             (long long)rows, width);
+    const size_t need = ds4rt_gk_argmax_scratch_bytes(rows, width);
+    if (d_scratch == NULL || scratch_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "argmax_split: scratch of %zu bytes < %zu", scratch_bytes, need);
+    const uint32_t parts = gk_argmax_parts(width);
+    float *pv = (float *)d_scratch;
+    uint32_t *pi = (uint32_t *)((uint8_t *)d_scratch + gk_align((size_t)rows * parts * 4));
+    hipStream_t s = (hipStream_t)stream;
+    hipLaunchKernelGGL(gk_argmax_part_kernel, dim3(parts, (unsigned)rows), dim3(GK_ARGMAX_NT), 0, s, width, d_x, pv, pi);
+    int st = DS4RT_GK_LAUNCHED("argmax_split parts");
+    if (st != DS4RT_GK_OK) return st;
+    hipLaunchKernelGGL(gk_argmax_merge_kernel, dim3((unsigned)rows), dim3(GK_ARGMAX_NT), 0, s, parts, pv, pi, d_ids);
+    return DS4RT_GK_LAUNCHED("argmax_split merge");
+}
+
 __global__ void __launch_bounds__(GK_EW_NT) gk_add_kernel(int64_t count, const float *__restrict__ a,
                                                            const float *__restrict__ b, float *__restrict__ o) {
     for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < count; i += (int64_t)gridDim.x * GK_EW_NT)
@@ -710,4 +815,257 @@ extern "C" int ds4rt_gk_moe_combine(int64_t n, uint32_t k, uint32_t d, const flo
     hipLaunchKernelGGL(gk_combine_kernel, dim3(gk_stride_blocks(n * (int64_t)d)), dim3(GK_EW_NT), 0,
                        (hipStream_t)stream, n, k, d, d_y, d_shared, d_f);
     return DS4RT_GK_LAUNCHED("moe_combine");
+}
+
+/* ---- sampling ----------------------------------------------------------------------------------- */
+
+#define GK_SAMPLE_NT 256
+
+__host__ __device__ __forceinline__ double gk_uniform(uint64_t seed, uint64_t counter) {
+    uint64_t z = seed + counter * 0x9E3779B97F4A7C15ull + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+extern "C" double ds4rt_gk_sample_uniform(uint64_t seed, uint64_t counter) { return gk_uniform(seed, counter); }
+
+template <typename V> __device__ __forceinline__ V gk_block_max(V v, V *sh) {
+    const int tid = (int)threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = GK_SAMPLE_NT / 2; s > 0; s >>= 1) {
+        if (tid < s) sh[tid] = sh[tid + s] > sh[tid] ? sh[tid + s] : sh[tid];
+        __syncthreads();
+    }
+    V r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* Exclusive prefix of per-thread counts in thread order (thread 0 scans: NT is small). */
+__device__ __forceinline__ uint32_t gk_block_prefix(uint32_t v, uint32_t *sh, uint32_t *total) {
+    const int tid = (int)threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    if (tid == 0) {
+        uint32_t acc = 0;
+        for (int i = 0; i < GK_SAMPLE_NT; i++) {
+            uint32_t c = sh[i];
+            sh[i] = acc;
+            acc += c;
+        }
+        sh[GK_SAMPLE_NT] = acc;
+    }
+    __syncthreads();
+    uint32_t r = sh[tid];
+    *total = sh[GK_SAMPLE_NT];
+    __syncthreads();
+    return r;
+}
+
+/* One block per row; thread i owns the contiguous columns [i*C, (i+1)*C), so scans in thread
+ * order are scans in id order. Probabilities are >= 0, so their bit patterns order like them. */
+__global__ void __launch_bounds__(GK_SAMPLE_NT)
+    gk_sample_kernel(float temperature, int32_t top_k, float top_p, float min_p, uint64_t seed, uint32_t V,
+                     const float *__restrict__ x, const uint64_t *__restrict__ counter, float *__restrict__ probs,
+                     int32_t *__restrict__ ids) {
+    __shared__ double shd[GK_SAMPLE_NT];
+    __shared__ float shf[GK_SAMPLE_NT];
+    __shared__ uint32_t shu[GK_SAMPLE_NT + 1];
+    __shared__ uint32_t hist[256];
+    __shared__ uint32_t sel[2];
+    __shared__ double dsel[2];
+    const int tid = (int)threadIdx.x;
+    const int64_t r = blockIdx.x;
+    const float *l = x + r * V;
+    float *p = probs + r * V;
+    const uint32_t C = (V + GK_SAMPLE_NT - 1) / GK_SAMPLE_NT;
+    const uint32_t i0 = tid * C < V ? tid * C : V, i1 = i0 + C < V ? i0 + C : V;
+
+    /* softmax of l / T (float64 exp and sum, as the CPU) */
+    float mx = -INFINITY;
+    for (uint32_t i = i0; i < i1; i++) mx = fmaxf(mx, l[i] != l[i] ? -INFINITY : l[i]);
+    mx = gk_block_max(mx, shf);
+    const double inv_t = 1.0 / temperature;
+    double s = 0.0;
+    for (uint32_t i = i0; i < i1; i++) {
+        double e = l[i] != l[i] ? 0.0 : exp(((double)l[i] - mx) * inv_t);
+        p[i] = (float)e;
+        s += e;
+    }
+    const double sum = gk_block_sum<GK_SAMPLE_NT>(s, shd);
+    for (uint32_t i = i0; i < i1; i++) p[i] = (float)(p[i] / sum);
+
+    /* top-k: the k-th largest by radix selection over the bits; ties above the quota go to
+     * the lower ids (src/core/topk.c, ds4rt_topk_indices) */
+    if (top_k > 0 && (uint32_t)top_k < V) {
+        uint32_t prefix = 0, mask = 0, want = (uint32_t)top_k;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int b = tid; b < 256; b += GK_SAMPLE_NT) hist[b] = 0;
+            __syncthreads();
+            for (uint32_t i = i0; i < i1; i++) {
+                uint32_t u = gk_f2u(p[i]);
+                if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1u);
+            }
+            __syncthreads();
+            if (tid == 0) {
+                uint32_t w = want;
+                int b = 255;
+                for (; b > 0; b--) {
+                    if (w <= hist[b]) break;
+                    w -= hist[b];
+                }
+                sel[0] = (uint32_t)b;
+                sel[1] = w;
+            }
+            __syncthreads();
+            prefix |= sel[0] << shift;
+            mask |= 255u << shift;
+            want = sel[1];
+            __syncthreads();
+        }
+        uint32_t eq = 0, n_eq;
+        for (uint32_t i = i0; i < i1; i++) eq += gk_f2u(p[i]) == prefix;
+        uint32_t before = gk_block_prefix(eq, shu, &n_eq);
+        for (uint32_t i = i0; i < i1; i++) {
+            uint32_t u = gk_f2u(p[i]);
+            if (u == prefix) p[i] = before++ < want ? p[i] : 0.0f;
+            else if (u < prefix) p[i] = 0.0f;
+        }
+        __syncthreads();
+    }
+
+    /* top-p: the cut value v* = the largest value whose "sum of p >= v*" still reaches
+     * top_p * total (bit by bit), then ties of v* in id order until the sum reaches it */
+    if (top_p < 1.0f) {
+        double t = 0.0;
+        for (uint32_t i = i0; i < i1; i++) t += p[i] > 0.0f ? (double)p[i] : 0.0;
+        const double total = gk_block_sum<GK_SAMPLE_NT>(t, shd);
+        const double P = top_p * total;
+        float pm = 0.0f;
+        for (uint32_t i = i0; i < i1; i++) pm = fmaxf(pm, p[i]);
+        const uint32_t pmax_bits = gk_f2u(gk_block_max(pm, shf));
+        uint32_t cur = 0;
+        for (int b = 30; b >= 0; b--) {
+            const uint32_t cand = cur | (1u << b);
+            double g = 0.0;
+            for (uint32_t i = i0; i < i1; i++)
+                if (p[i] > 0.0f && gk_f2u(p[i]) >= cand) g += p[i];
+            g = gk_block_sum<GK_SAMPLE_NT>(g, shd);
+            if (g >= P) cur = cand;
+        }
+        if (cur > pmax_bits) cur = pmax_bits; /* P <= 0: the CPU still keeps the first item */
+        double gt = 0.0;
+        uint32_t eq = 0, above = 0, n_eq, n_above;
+        for (uint32_t i = i0; i < i1; i++) {
+            const uint32_t u = gk_f2u(p[i]);
+            if (p[i] > 0.0f && u > cur) gt += p[i];
+            above += p[i] > 0.0f && u > cur;
+            eq += p[i] > 0.0f && u == cur;
+        }
+        gt = gk_block_sum<GK_SAMPLE_NT>(gt, shd);
+        (void)gk_block_prefix(above, shu, &n_above);
+        uint32_t before = gk_block_prefix(eq, shu, &n_eq);
+        if (tid == 0) { /* ties of v* kept in id order while the sum before them is short of P
+                         * (the first item of the sorted order is always kept) */
+            double c = gt;
+            uint32_t m = 0;
+            const double v = (double)gk_u2f(cur);
+            while (m < n_eq && (c < P || (m == 0 && n_above == 0))) {
+                c += v;
+                m++;
+            }
+            sel[0] = m;
+        }
+        __syncthreads();
+        const uint32_t keep_eq = sel[0];
+        for (uint32_t i = i0; i < i1; i++) {
+            if (!(p[i] > 0.0f)) continue;
+            const uint32_t u = gk_f2u(p[i]);
+            if (u < cur || (u == cur && before++ >= keep_eq)) p[i] = 0.0f;
+        }
+        __syncthreads();
+    }
+
+    if (min_p > 0.0f) {
+        float pm = 0.0f;
+        for (uint32_t i = i0; i < i1; i++) pm = fmaxf(pm, p[i]);
+        pm = gk_block_max(pm, shf);
+        for (uint32_t i = i0; i < i1; i++)
+            if (p[i] < min_p * pm) p[i] = 0.0f;
+    }
+    double t2 = 0.0;
+    for (uint32_t i = i0; i < i1; i++) t2 += p[i];
+    const double total2 = gk_block_sum<GK_SAMPLE_NT>(t2, shd);
+    double own = 0.0;
+    for (uint32_t i = i0; i < i1; i++) {
+        p[i] = (float)(p[i] / total2);
+        own += p[i];
+    }
+
+    /* the draw: cumulative sums in id order (per thread, then across threads in order) */
+    shd[tid] = own;
+    __syncthreads();
+    if (tid == 0) {
+        double acc = 0.0;
+        for (int i = 0; i < GK_SAMPLE_NT; i++) {
+            double c = shd[i];
+            shd[i] = acc;
+            acc += c;
+        }
+        dsel[0] = gk_uniform(seed, *counter + (uint64_t)r) * acc;
+    }
+    __syncthreads();
+    const double target = dsel[0];
+    double cum = shd[tid];
+    uint32_t hit = 0xffffffffu, last = 0xffffffffu;
+    for (uint32_t i = i0; i < i1; i++) {
+        if (p[i] <= 0.0f) continue;
+        cum += p[i];
+        last = i;
+        if (cum > target) {
+            hit = i;
+            break;
+        }
+    }
+    __syncthreads();
+    shu[tid] = hit;
+    __syncthreads();
+    for (int st = GK_SAMPLE_NT / 2; st > 0; st >>= 1) {
+        if (tid < st && shu[tid + st] < shu[tid]) shu[tid] = shu[tid + st];
+        __syncthreads();
+    }
+    const uint32_t first = shu[0];
+    __syncthreads();
+    shu[tid] = last == 0xffffffffu ? 0u : last + 1u; /* 0: none */
+    __syncthreads();
+    for (int st = GK_SAMPLE_NT / 2; st > 0; st >>= 1) {
+        if (tid < st && shu[tid + st] > shu[tid]) shu[tid] = shu[tid + st];
+        __syncthreads();
+    }
+    if (tid == 0) ids[r] = first != 0xffffffffu ? (int32_t)first : (shu[0] ? (int32_t)(shu[0] - 1) : 0);
+}
+
+extern "C" size_t ds4rt_gk_sample_scratch_bytes(int64_t rows, uint32_t width) {
+    if (rows < 1) rows = 1;
+    return gk_align((size_t)rows * (width ? width : 1) * 4);
+}
+
+extern "C" int ds4rt_gk_sample(const ds4rt_gk_sample_params *p, int64_t rows, uint32_t width, const float *d_x,
+                               const uint64_t *d_counter, int32_t *d_ids, void *d_scratch, size_t scratch_bytes,
+                               void *stream) {
+    if (rows == 0) return DS4RT_GK_OK;
+    if (p == NULL || rows < 0 || rows > 0x7fffffff || width == 0 || !d_x || !d_ids)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "sample: bad arguments");
+    if (!(p->temperature > 0.0f)) return ds4rt_gk_argmax(rows, width, d_x, d_ids, stream);
+    const size_t need = ds4rt_gk_sample_scratch_bytes(rows, width);
+    if (d_counter == NULL || d_scratch == NULL || scratch_bytes < need)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "sample: needs the counter and %zu bytes of scratch (got %zu)", need,
+                             scratch_bytes);
+    hipLaunchKernelGGL(gk_sample_kernel, dim3((unsigned)rows), dim3(GK_SAMPLE_NT), 0, (hipStream_t)stream,
+                       p->temperature, p->top_k, p->top_p, p->min_p, p->seed, width, d_x, d_counter,
+                       (float *)d_scratch, d_ids);
+    return DS4RT_GK_LAUNCHED("sample");
 }

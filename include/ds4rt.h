@@ -586,6 +586,11 @@ typedef enum ds4rt_scheduler_mode {
     DS4RT_SCHEDULER_OFF = 2       /* never draft (plain decoding through the same loop) */
 } ds4rt_scheduler_mode;
 
+/* The library checks every field (generation refuses a struct outside these domains with
+ * DS4RT_ERR_INVALID_ARGUMENT before anything runs): max_draft, warmup_cycles >= 0; probe_min in
+ * [0, 2^20] (0 acts as 1); probe_max in [max(1, probe_min), 2^20]; history_decay and
+ * confidence_weight in [0, 1]; the three fixed-model costs in [0, 1e6] with
+ * verify_cost_base + verify_cost_per_token > 0. */
 typedef struct ds4rt_scheduler_params {
     size_t size;             /* sizeof(ds4rt_scheduler_params) */
     ds4rt_scheduler_mode mode;
@@ -734,7 +739,7 @@ typedef int (*ds4rt_token_fn)(void *user, int32_t token);
 
 typedef struct ds4rt_generate_params {
     size_t size;             /* sizeof(ds4rt_generate_params) */
-    int32_t max_tokens;      /* default 128 */
+    int32_t max_tokens;      /* default 128; < 0 is refused (DS4RT_ERR_INVALID_ARGUMENT) */
     int32_t stop_at_eos;     /* nonzero (default): stop after the model's EOS token */
     const ds4rt_sampler_params *sampler; /* NULL (default): greedy, ds4rt_sampler_default_params().
                                 A pointer since ABI 1.1, so both structs can grow (1.0 embedded
@@ -753,7 +758,10 @@ DS4RT_API ds4rt_status ds4rt_generate_params_init(ds4rt_generate_params *params,
  * out[cap]; *n_out receives the count. Generation stops after an EOS (if stop_at_eos), when
  * on_token returns 0, at max_tokens, or when the context is full (then *n_out may be below
  * max_tokens and the session's position equals n_ctx). Afterwards the context holds the prompt
- * and every generated token (context permitting). */
+ * and every generated token (context permitting), and nothing else: a stop inside a block of
+ * accepted drafts drops the rest of the block. Every input (the parameter structs' fields, the
+ * prompt's ids and length, the drafter) is checked before the prompt is evaluated: an error
+ * names the problem and leaves the context as it was. */
 DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *session, const int32_t *prompt, size_t n_prompt,
                                       const ds4rt_generate_params *params, int32_t *out, size_t cap,
                                       size_t *n_out);

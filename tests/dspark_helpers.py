@@ -46,7 +46,7 @@ def rope_restated(x, pos, n_rot, base):
 
 def context_row_restated(drafter, s, captures, pos):
     """kv_norm_s(wkv_s(RMSNorm(main_proj · concat(captures), main_norm))), RoPE base
-    rope.freq_base at pos, FP8 on the non-RoPE dims (docs/DSPARK_REFERENCE.md, §2.6)."""
+    rope.freq_base at pos, FP8 on the non-RoPE dims (docs/DSPARK_REFERENCE.md, reading 5)."""
     hp, w = drafter.hp, drafter.w
     eps = hp.rms_eps
 

@@ -1,6 +1,6 @@
 """The C test programs of tests/meson.build, built by Meson for the tests that run them.
 
-One build directory per configuration (native, sanitize, aarch64 cross), set up once and kept
+One build directory per configuration (native, sanitize, tsan, aarch64 cross), set up once and kept
 between sessions under build-tests/ (DS4RT_TEST_BUILD_DIR overrides), keyed by the options and
 by the installed package the hosts link, so a rebuild is incremental. `programs(config).path(t)`
 compiles target t (and only what it needs) on first use and returns the executable's path.
@@ -29,6 +29,7 @@ BASE = ["-Dtest_programs=true", "-Dpython=false", "-Dwerror=true", "-Dbuildtype=
 CONFIGS = {
     "native": ["-Dtest_host_library=installed"],
     "sanitize": ["-Db_sanitize=address,undefined", "-Db_lundef=false"],
+    "tsan": ["-Db_sanitize=thread", "-Db_lundef=false"],
     "aarch64": [
         "--cross-file",
         os.path.join(ROOT, "tests", "cross", "aarch64-linux-gnu.ini"),

@@ -227,6 +227,51 @@ static void check_pool(void) {
     printf("%s pool\n", failures ? "FAIL" : "OK");
 }
 
+/* ds4rt_matmul_batch: every job's y bitwise what ds4rt_matmul gives it alone, with jobs of
+ * mixed types, sizes and token counts, some sharing their input rows (one conversion) and one
+ * empty; and more jobs than allowed is an error that computes nothing. */
+static void check_batch(const char *isa, ds4rt_pool *pool) {
+    enum { NJ = 9, XS = 3 };
+    static const uint32_t jt[NJ] = {DS4RT_TYPE_IQ2_XXS, DS4RT_TYPE_IQ2_XXS, DS4RT_TYPE_Q2_K, DS4RT_TYPE_Q8_0,
+                                    DS4RT_TYPE_Q8_0,    DS4RT_TYPE_F16,     DS4RT_TYPE_Q4_K, DS4RT_TYPE_F32,
+                                    DS4RT_TYPE_Q6_K};
+    const int64_t cols = 512, max_tok = 5;
+    float *xs[XS];
+    for (int i = 0; i < XS; i++) {
+        xs[i] = malloc(sizeof(float) * (size_t)(max_tok * cols));
+        for (int64_t k = 0; k < max_tok * cols; k++) xs[i][k] = rnd_normal();
+    }
+    ds4rt_matmul_job jobs[NJ];
+    float *want[NJ];
+    uint8_t *ws[NJ];
+    for (int j = 0; j < NJ; j++) {
+        const int64_t rows = 1 + (int64_t)(rnd() % 70);
+        const int64_t n_tok = j == 4 ? 0 : 1 + (int64_t)(j % 3 == 0 ? 0 : rnd() % max_tok);
+        uint64_t rb;
+        ds4rt_type_row_bytes(jt[j], cols, &rb);
+        ws[j] = malloc((size_t)(rb * (uint64_t)rows));
+        random_weights(jt[j], ws[j], rows, cols);
+        jobs[j] = (ds4rt_matmul_job){.w = {.type = jt[j], .data = ws[j], .rows = rows, .cols = cols, .row_bytes = rb},
+                                     .x = xs[j % XS], /* jobs j, j+3, j+6 share their rows */
+                                     .n_tok = n_tok,
+                                     .y = malloc(sizeof(float) * (size_t)(max_tok * rows))};
+        want[j] = malloc(sizeof(float) * (size_t)(max_tok * rows));
+        if (ds4rt_matmul(pool, &jobs[j].w, jobs[j].x, n_tok, want[j]) != DS4RT_OK) fail(isa, "batch", ds4rt_last_error());
+    }
+    if (ds4rt_matmul_batch(pool, jobs, NJ) != DS4RT_OK) fail(isa, "batch", ds4rt_last_error());
+    for (int j = 0; j < NJ; j++)
+        if (!same_bits(jobs[j].y, want[j], (size_t)(jobs[j].n_tok * jobs[j].w.rows)))
+            fail(isa, "batch", "a job of a batch differs from the same product alone");
+    if (ds4rt_matmul_batch(pool, jobs, DS4RT_MATMUL_MAX_JOBS + 1) != DS4RT_ERR_INVALID_ARGUMENT)
+        fail(isa, "batch", "more than DS4RT_MATMUL_MAX_JOBS jobs accepted");
+    for (int j = 0; j < NJ; j++) {
+        free(ws[j]);
+        free(jobs[j].y);
+        free(want[j]);
+    }
+    for (int i = 0; i < XS; i++) free(xs[i]);
+}
+
 int main(void) {
     check_pool();
     ds4rt_pool *pool1 = NULL, *pool3 = NULL;
@@ -244,6 +289,7 @@ int main(void) {
         }
         const int before = failures;
         for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) check_type(isas[i], types[k], pool1, pool3);
+        for (int rep = 0; rep < 4; rep++) check_batch(isas[i], rep % 2 ? pool3 : pool1);
         printf("%s %s: %zu types\n", failures == before ? "OK" : "FAIL", isas[i], sizeof types / sizeof types[0]);
         ran++;
     }

@@ -83,7 +83,7 @@ def test_a_drafter_with_fewer_probability_rows_than_ids_is_an_error(model, tempe
         return [1, 2, 3][:k], np.full((1, V), 1.0 / V, dtype=np.float32)
 
     s = model.session()
-    with pytest.raises(ValueError, match=r"shape \(1, 512\) for 3 ids"):
+    with pytest.raises(ValueError, match=rf"shape \(1, {V}\) for 3 ids"):
         s.generate(
             PROMPT, max_tokens=30, temperature=temperature, seed=1, draft=short, scheduler="always"
         )

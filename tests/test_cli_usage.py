@@ -80,14 +80,17 @@ def test_json_has_the_stop_reason_the_timings_and_the_stats():
     assert rec["timings"]["generated_tokens"] == len(rec["ids"])
     st = rec["spec_stats"]
     assert st["tokens"] == len(rec["ids"]) and "accept_rate" in st and st["cycles"] > 0
-    assert jrun("-p", "Hi", "-n", "2")["spec_stats"] is None
+    assert jrun("-p", "Hi", "-n", "2", "--no-dspark")["spec_stats"] is None
 
 
 def test_seed_minus_one_is_random_and_reported():
-    a = jrun("-p", "Hi", "-n", "12", "--temp", "1.0", "--seed", "-1")
-    b = jrun("-p", "Hi", "-n", "12", "--temp", "1.0", "-s", "-1")
+    # the adaptive scheduler times passes, so which cycles draft (and so the sampled tokens) may
+    # differ between runs; with a fixed drafting policy a seed reproduces the output exactly
+    fixed = ("-n", "12", "--temp", "1.0", "--scheduler", "always")
+    a = jrun("-p", "Hi", *fixed, "--seed", "-1")
+    b = jrun("-p", "Hi", *fixed, "-s", "-1")
     assert a["seed"] != b["seed"]
-    again = jrun("-p", "Hi", "-n", "12", "--temp", "1.0", "--seed", str(a["seed"]))
+    again = jrun("-p", "Hi", *fixed, "--seed", str(a["seed"]))
     assert again["ids"] == a["ids"]
 
 

@@ -9,8 +9,10 @@ rounds every activation to Q8_0 (blocks of 32: about 0.4 % relative error per pr
 before a product and sums in its own order (docs/QUANTS.md). Over 16 layers that leaves about
 1 % relative L2 error in the logits (measured, docs/MODELS.md); a rounding that flips an FP4
 indexer code, an FP8 KV code or a top-k choice gives isolated rows of a few percent. Hence: median
-row error <= 3 %, every row <= 20 %, and greedy decoding must agree wherever PyTorch's top-2
-margin is at least TIE logits.
+row error <= 3 %, every row <= 20 % (25 % for the drafter's rows, which add its own router
+choices), and greedy choices (target tokens, drafts) must agree except where PyTorch's gap
+between the two is within the row's rounding slack (TIE, or six times the row's RMS logit
+difference: tools/train/agree.py, rounding_slack).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import ds4rt
@@ -48,6 +51,12 @@ def test_embedded_files_match_their_checksums():
         assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == want[name], name
 
 
+# Accepted drafts per verified cycle that any trained drafter must reach on the held-out prompts
+# (48 tokens each, every cycle drafting a full block): a drafter right by chance accepts about
+# 1/V = 0.0002; the first shipped drafter reached 0.44 (docs/MODELS.md).
+MIN_ACCEPTED_PER_CYCLE = 0.3
+
+
 def test_the_drafter_drafts_for_the_target():
     m = ds4rt.Model(data.default_target())
     d = ds4rt.DSpark(m, data.default_support())
@@ -55,13 +64,23 @@ def test_the_drafter_drafts_for_the_target():
     prompt = m.tokenizer.encode_chat([{"role": "user", "content": "def fibonacci(n):"}])
     out = s.generate(prompt, max_tokens=48, dspark=d, scheduler="always", confidence_threshold=0)
     st = s.spec_stats()
-    assert out == m.session().generate(prompt, max_tokens=48)
+    assert out.ids == m.session().generate(prompt, max_tokens=48).ids
     # a drafter trained on the target's continuations accepts far more than chance (1/V)
     assert st["accepted_draft"] >= st["cycles"], st
+    accepted = cycles = 0
+    for text in HELDOUT_PROMPTS:
+        prompt = m.tokenizer.encode_chat([{"role": "user", "content": text}])
+        s = m.session()
+        kw = {"max_tokens": 48, "stop_at_eos": False}
+        out = s.generate(prompt, dspark=d, scheduler="always", confidence_threshold=0, **kw)
+        assert out.ids == m.session().generate(prompt, **kw).ids
+        st = s.spec_stats()
+        accepted += st["accepted_draft"]
+        cycles += st["cycles"]
+    assert accepted >= MIN_ACCEPTED_PER_CYCLE * cycles, (accepted, cycles)
 
 
-@pytest.mark.parametrize("text", HELDOUT_PROMPTS)
-def test_ds4rt_matches_pytorch(text):
+def _torch_pair():
     pytest.importorskip("torch")
     import torch
 
@@ -69,8 +88,31 @@ def test_ds4rt_matches_pytorch(text):
     import agree
 
     torch.set_num_threads(1)
-    model = ds4rt.Model(data.default_target())
     m = agree.torch_target(data.default_target())
+    return agree, m
+
+
+def test_ds4rt_drafts_what_pytorch_drafts():
+    """ds4rt's DSpark proposals on the shipped pair are the PyTorch drafter's (the model that
+    was trained) on the same context: a mismatch here, not a weak drafter, would make ds4rt
+    accept less than training measured (tools/train/agree.py, drafter_check)."""
+    agree, m = _torch_pair()
+    model = ds4rt.Model(data.default_target())
+    d = ds4rt.DSpark(model, data.default_support())
+    dr = agree.torch_drafter(data.default_support(), m)
+    prompt = model.tokenizer.encode_chat([{"role": "user", "content": HELDOUT_PROMPTS[0]}])
+    seq = prompt + model.session().generate(prompt, max_tokens=32, stop_at_eos=False).ids
+    res = agree.drafter_check(model, d, dr, seq, range(len(prompt) - 1, len(seq) - 6, 4), TIE)
+    e = np.concatenate([r["rel_err"] for r in res])
+    assert all(r["ok"] for r in res), res
+    assert float(np.median(e)) <= 0.03 and e.max() <= 0.25, e
+    assert max(r["conf_err"] for r in res) <= 0.1, res
+
+
+@pytest.mark.parametrize("text", HELDOUT_PROMPTS)
+def test_ds4rt_matches_pytorch(text):
+    agree, m = _torch_pair()
+    model = ds4rt.Model(data.default_target())
     prompt = model.tokenizer.encode_chat([{"role": "user", "content": text}])
     g = agree.greedy_check(model, m, prompt, 64, TIE)
     assert g["ok"], g

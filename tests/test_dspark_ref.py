@@ -1,7 +1,7 @@
 """The float64 DSpark reference (tests/reference/dspark_ref.py): support-file metadata and
-validation, the per-stage rings, the reference alignment of drafter and verifier (dspark.md
-§2.5/§2.6), the stage and head math against independent restatements, and greedy speculative
-decoding equal to plain decoding token for token."""
+validation, the per-stage rings, the reference alignment of drafter and verifier
+(docs/DSPARK_REFERENCE.md, steps 1 and 2), the stage and head math against independent restatements,
+and greedy speculative decoding equal to plain decoding token for token."""
 
 import math
 
@@ -33,7 +33,7 @@ def _session(m, dr, prompt=PROMPT, **kw):
     return s
 
 
-# --- metadata (§5.5) ----------------------------------------------------------------------------
+# --- metadata (docs/DSPARK.md "Support file layout") -------------------------------------------
 def _fields(spelling="bare", **over):
     hp, _, dp, _ = tiny_pair()
     f = DT.support_metadata(dp, spelling)
@@ -89,7 +89,7 @@ def test_bad_target_layer_ids_rejected(spelling, ids, why):
 
 
 def test_bad_target_layer_ids_in_a_file(tmp_path):
-    """The same checks through a real GGUF, target ids stored as INT32 (allowed, §5.5)."""
+    """The same checks through a real GGUF, target ids stored as INT32 (allowed)."""
     hp, w, dp, sw = tiny_pair()
     m = R.Model(hp, w)
     for ids, why in (([1, 2, 4], "out of range"), ([3, 2, 1], "increasing"), ([-2, 1], "neg")):
@@ -164,7 +164,7 @@ def test_gguf_drafter_equals_in_memory(tmp_path, models):
     assert np.array_equal(a.base_logits, b.base_logits) and a.drafts == b.drafts
 
 
-# --- rings (§2.6, §4) -------------------------------------------------------------------------
+# --- rings (docs/DSPARK_REFERENCE.md, steps 1 and 7) -------------------------------------------
 def test_ring_slots_window_and_crop():
     r = D.StageRing(window=4, capacity=6, width=1)
     for q in range(9):
@@ -203,7 +203,7 @@ def test_default_capacity_allows_verify_rollback(models):
         r.crop_to(r.end - 1)
 
 
-# --- alignment (§2.5, §2.6) -------------------------------------------------------------------
+# --- alignment (docs/DSPARK_REFERENCE.md, steps 1 and 2) ---------------------------------------
 def test_reference_alignment(models):
     m, dr = models
     s = _session(m, dr)

@@ -131,7 +131,7 @@ def test_dispatch_keeps_version_and_generation_mode(capsys, monkeypatch):
     assert rc == 0 and out.strip() == cli._core.build_info()
     monkeypatch.setattr(sys, "stdin", _Terminal())  # no arguments, nothing piped in: the help
     rc, out, _ = run(capsys)
-    assert rc == 0 and "usage: ds4-cli" in out and "subcommands: chat, info" in out
+    assert rc == 0 and "usage: ds4-cli" in out and "subcommands: chat, serve, info" in out
     with pytest.raises(SystemExit) as e:
         cli.main(["info"])  # PATH is required
     assert e.value.code == 2

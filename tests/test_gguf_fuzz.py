@@ -9,29 +9,15 @@ structure the reader knows. Deterministic: the same seeds give the same mutation
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import warnings
 
 import gguf_craft as gc
 import numpy as np
 import pytest
+from sanitizer_env import sanitizer_env
 
 ITERATIONS = 100000
 SECONDS = 4
-
-
-def _sanitizer_env(exe: str) -> dict[str, str]:
-    """The environment to run a sanitized program in. LeakSanitizer needs ptrace, which some
-    sandboxes deny: then the run goes on without leak checking and says so."""
-    env = dict(os.environ, UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    env["ASAN_OPTIONS"] = "detect_leaks=1:abort_on_error=0"
-    probe = subprocess.run([exe, "-n", "0"], env=env, capture_output=True, text=True)
-    if "LeakSanitizer" not in probe.stderr:
-        return env
-    env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
-    warnings.warn("LeakSanitizer does not work here: fuzzing without leak checks", stacklevel=2)
-    return env
 
 
 def _seeds(tmp_path) -> list[str]:
@@ -86,7 +72,7 @@ def _seeds(tmp_path) -> list[str]:
 
 def test_fuzz_reader_under_sanitizers(c_programs, tmp_path):
     exe = c_programs("sanitize").path("gguf_fuzz")
-    env = _sanitizer_env(exe)
+    env = sanitizer_env(exe)
     seeds = _seeds(tmp_path)
     r = subprocess.run(
         [

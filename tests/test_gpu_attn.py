@@ -12,6 +12,8 @@ import subprocess
 
 import meson_programs
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")
@@ -30,20 +32,41 @@ def run(c_programs):
     return go
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_attention_kernels_match_the_cpu_backend(run, seed):
-    r = run("--seed", str(seed))
+def _passes(r: subprocess.CompletedProcess) -> None:
     failed = [line for line in r.stdout.splitlines() if line.startswith("FAIL")]
     assert r.returncode == 0 and not failed, r.stdout + r.stderr
     summary = r.stdout.strip().splitlines()[-1]
     assert summary.startswith("test_attn:") and summary.endswith(" 0 failed"), summary
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_attention_kernels_match_the_cpu_backend(run, seed):
+    _passes(run("--seed", str(seed)))
+
+
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(min_value=3, max_value=2**62))
+def test_attention_kernels_on_searched_seeds(run, seed):
+    """Each seed draws its own shapes, positions, ring sizes and key kinds."""
+    _passes(run("--seed", str(seed)))
+
+
 def test_every_kernel_is_checked(run):
     out = run().stdout
     checked = {line.split()[1] for line in out.splitlines() if line.startswith("ok")}
-    ops = {"rms_norm", "rope", "fp8_round", "fp4_round", "hadamard", "kv_store", "compressor",
-           "indexer_topk", "attention"}
+    ops = {
+        "rms_norm",
+        "rope",
+        "fp8_round",
+        "fp4_round",
+        "hadamard",
+        "kv_store",
+        "compressor",
+        "indexer_topk",
+        "attention",
+    }
     assert ops <= checked, ops - checked
     # rollback across ratio-4 and ratio-128 emissions, and the real attention width
     assert "R 4 d 512 fp8: " in out and "R 128 d 512 fp8: " in out

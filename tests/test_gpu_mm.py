@@ -12,6 +12,8 @@ import re
 import subprocess
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ds4rt
 
@@ -61,6 +63,33 @@ def test_type_matches_cpu_bitwise(test_mm, wtype):
     assert lines[-1].startswith("test_mm:") and lines[-1].endswith(" 0 failed"), lines[-1]
 
 
+BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    wtype=st.sampled_from(TYPES),
+    rows=st.integers(1, 70),
+    blocks=st.integers(1, 40),
+    seed=st.integers(1, 2**31),
+    misalign=st.booleans(),
+)
+def test_searched_shapes_match_cpu_bitwise(test_mm, wtype, rows, blocks, seed, misalign):
+    """Shapes drawn by hypothesis (any rows, any whole number of blocks, rows 16-byte aligned or
+    not), every check of test_mm on each."""
+    blk = BLOCK.get(wtype, 256)
+    cols = blocks * (7 if blk == 1 and blocks % 2 else max(blk, 8))
+    args = ["--type", wtype, "--seed", str(seed), "--shape", f"{rows}x{cols}", "--quick"]
+    r = _run(test_mm, *args, *(["--misalign"] if misalign else []))
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and "FAIL" not in r.stdout, (args, r.stdout[-6000:], r.stderr)
+    assert any(line.startswith("ok") and " matmul " in line for line in lines), (args, r.stdout)
+
+
 def test_refusals_and_supported_types(test_mm):
     r = _run(test_mm, "--type", "none")
     lines = r.stdout.splitlines()
@@ -76,7 +105,10 @@ def test_refusals_and_supported_types(test_mm):
         assert any(line.startswith("ok") and what in line for line in lines), (what, r.stdout)
 
 
-@pytest.mark.skipif(GPU_KIND != "hipcpu", reason="the benchmark's numbers mean something on a GPU only")
+ON_GPU_ONLY = "the benchmark's numbers mean something on a GPU only"
+
+
+@pytest.mark.skipif(GPU_KIND != "hipcpu", reason=ON_GPU_ONLY)
 def test_bench_mm_emits_json(c_programs):
     """The benchmark runs and its JSON has the fields the device run reads (speed is measured on
     the H200 by tools/gpu_device_run.sh, never by a test)."""
@@ -85,7 +117,8 @@ def test_bench_mm_emits_json(c_programs):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     ops = {(x["op"], x["type"]) for x in doc["results"]}
-    assert ("matmul", "F16") in ops and ("experts", "IQ2_XXS") in ops and ("matmul+convert", "Q8_0") in ops
+    for want in (("matmul", "F16"), ("experts", "IQ2_XXS"), ("matmul+convert", "Q8_0")):
+        assert want in ops, (want, ops)
     for x in doc["results"]:
         assert x["us"] > 0 and x["floor_us"] > 0 and x["gbps"] > 0
 

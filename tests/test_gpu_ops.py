@@ -24,6 +24,7 @@ FAMILIES = {
     "swiglu",
     "moe_route",
     "moe",
+    "sample",
 }
 
 
@@ -51,7 +52,7 @@ def test_ops_match_the_cpu_backend(run, seed):
     assert FAMILIES <= reported, FAMILIES - reported
     # batch invariance is checked for every family that has rows
     alone = {line.split()[1] for line in lines if "alone == in batch" in line}
-    assert {"matmul_float", "hc_pre", "hc_post", "hc_head", "argmax", "moe"} <= alone
+    assert {"matmul_float", "hc_pre", "hc_post", "hc_head", "argmax", "moe", "sample"} <= alone
     # learned routing met exact ties inside the top k (the tie-break is exercised)
     ties = [int(m.group(1)) for m in re.finditer(r"learned: ids \((\d+) slots on tied", r.stdout)]
     assert ties and ties[0] > 0, r.stdout

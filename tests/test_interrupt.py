@@ -74,18 +74,9 @@ def run_child(body: str, delay: float = 1.0) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-# A stop inside a block of accepted drafts leaves the rest of the block in the context (issue
-# 13, a defect of the C speculative loop fixed on another branch): a Ctrl-C that lands there
-# shows it. Remove the marker when that fix is merged.
-SPEC_STOP = pytest.mark.xfail(
-    reason="issue 13: C speculative loop keeps the rest of an accepted block after a stop",
-    strict=False,
-)
-
-
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=SPEC_STOP) if c == "speculative" else c for c in sorted(BODIES)]
-)
+# "speculative": a Ctrl-C that lands inside a block of accepted drafts once left the rest of
+# the block in the context (issue 13; tests/test_session_robustness.py tests that stop directly).
+@pytest.mark.parametrize("case", sorted(BODIES))
 def test_ctrl_c_stops_a_call_and_keeps_the_session(case):
     out = run_child(BODIES[case])
     assert out["outcome"] == "interrupted", out

@@ -1,8 +1,8 @@
 """The C forward pass against the float64 NumPy reference, per sublayer with resynchronisation
-(dsv4-architecture.md §14): the reference is fed the C implementation's own tensors before
-every sublayer (HC pre, attention, HC post, FFN, output head), so differences measure one
-sublayer's arithmetic, not amplified drift. This is what guards the official numerics (FP8 KV
-and FP4 indexer simulations), which llama.cpp cannot check.
+(docs/REFERENCE.md "Comparing by resynchronisation"): the reference is fed the C implementation's
+own tensors before every sublayer (HC pre, attention, HC post, FFN, output head), so differences
+measure one sublayer's arithmetic, not amplified drift. This is what guards the official numerics
+(FP8 KV and FP4 indexer simulations), which llama.cpp cannot check.
 
 Expected sizes: F32 weights meet F32 activations (rounding only, ~1e-7); the float config's
 experts are F16, and the CPU backend pairs F16 weights with F16 activations as llama.cpp does,
@@ -96,7 +96,7 @@ LIMITS = {  # (median, 95th percentile, max) of the per-position relative L2 err
 }
 # With the FP8 simulation on, a KV element whose float32 value lies within rounding of an E4M3
 # tie can round to the other code than in float64: one FP8 step of one element, which stays
-# visible while the row is in the window (dsv4-architecture.md §14's expected outliers). Seen:
+# visible while the row is in the window (an expected outlier, docs/REFERENCE.md). Seen:
 # 16 of 1280 attention outputs above 1e-5 over 320 tokens, max 1.3e-3; none without the
 # simulation (max 6e-7).
 FP8_TIE_MAX = 1e-2

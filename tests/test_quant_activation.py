@@ -113,3 +113,89 @@ def test_activation_errors():
         ops.quantize_activation("Q4_K", np.zeros(128, dtype=np.float32))
     with pytest.raises(errors.UnsupportedError):
         ops.quantize_activation("IQ3_S", np.zeros(256, dtype=np.float32))
+
+
+SPECIAL = np.array(
+    [
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        2.5,
+        -2.5,
+        127.0,
+        -127.0,
+        126.5,
+        1e-45,
+        -1e-45,
+        6e-8,
+        3e-8,
+        2.98e-8,
+        65504.0,
+        65520.0,
+        -65520.0,
+        1e30,
+        -1e30,
+        np.inf,
+        -np.inf,
+        np.nan,
+        4194304.5,
+        8388607.0,
+        1.0 / 3.0,
+    ],
+    dtype=np.float32,
+)
+
+
+@pytest.fixture
+def restore_isa():
+    before = ops.isa()
+    yield
+    ops.set_isa(before)
+
+
+@pytest.mark.parametrize("weight_type", ["F16", "Q8_0", "Q2_K", "BF16", "F32"])
+def test_every_isa_path_converts_like_scalar(weight_type, restore_isa):
+    """The SIMD conversions (ds4rt_cpu_kernels.act_row) give the portable code's bits on inputs
+    built to hit its corner cases: ties, equal magnitudes of both signs, NaN, inf, subnormals,
+    values near the F16 and rounding limits, all-zero blocks."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    others = [i for i in ops.available_isas() if i != "scalar"]
+    if not others:
+        pytest.skip("only the scalar path runs on this machine")
+    n = 512 + 32  # two Q8_K blocks (cut to a multiple of the block below) and a ragged F16 tail
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.integers(0, 2**32 - 1),
+        st.floats(0.0, 1.0),
+        st.sampled_from([1e-6, 1.0, 1e3]),
+        st.booleans(),
+    )
+    def check(seed, p_special, scale, halves):
+        rng = np.random.default_rng(seed)
+        if halves:  # amax 127 per block: x * (1/d) lands on halves and on equal magnitudes
+            x = rng.integers(-254, 255, n).astype(np.float32) / np.float32(2)
+            x[::32] = np.float32(127) * rng.choice([-1, 1], n // 32 + 1)[: len(x[::32])]
+        else:
+            x = (rng.standard_normal(n) * scale).astype(np.float32)
+        special = rng.random(n) < p_special * 0.3
+        x = np.where(special, rng.choice(SPECIAL, n), x).astype(np.float32)
+        x[256:288] = 0.0  # an all-zero Q8_0 block
+        blk = ops.activation_block(weight_type)
+        x = x[: len(x) // blk * blk] if blk > 1 else x[: n - 3]
+        ops.set_isa("scalar")
+        want = ops.quantize_activation(weight_type, x)
+        for isa in others:
+            ops.set_isa(isa)
+            got = ops.quantize_activation(weight_type, x)
+            for w, g in zip(want, got, strict=True):
+                if w is None:
+                    assert g is None
+                else:
+                    assert np.array_equal(w.view(np.uint8), g.view(np.uint8)), isa
+
+    check()

@@ -112,7 +112,7 @@ def test_pow2_scale_by_hand():
     assert lowp.pow2_scale(np.nextafter(448.0, 0), 448.0) == 1.0
     assert lowp.pow2_scale(224.0, 448.0) == 0.5
     assert lowp.pow2_scale(225.0, 448.0) == 1.0
-    assert lowp.pow2_scale(1e-4, 448.0) == 2.0**-22  # the amax floor of §5.3
+    assert lowp.pow2_scale(1e-4, 448.0) == 2.0**-22  # the FP8 amax floor (docs/MODEL.md "Numerics")
     assert lowp.pow2_scale(6.0, 6.0) == 1.0 and lowp.pow2_scale(3.0, 6.0) == 0.5
     assert lowp.pow2_scale(lowp.FP4_AMAX_FLOOR, 6.0) == 2.0**-126
 

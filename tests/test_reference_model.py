@@ -1,6 +1,7 @@
-"""Whole-model behaviour of the float64 reference on the §13.2 tiny float configuration:
-streaming state and row counts, indexer top-k, window, hash routing, the FP8/FP4 switch, the
-DSpark capture, state rollback, per-sublayer resynchronisation and GGUF loading."""
+"""Whole-model behaviour of the float64 reference on the tiny float configuration
+(docs/REFERENCE.md): streaming state and row counts, indexer top-k, window, hash routing, the
+FP8/FP4 switch, the DSpark capture, state rollback, per-sublayer resynchronisation and GGUF
+loading."""
 
 import math
 
@@ -37,7 +38,7 @@ def long_run(weights):
     return m, toks, logits, traces
 
 
-# --- the 300-token run (§13.2) ----------------------------------------------------------------
+# --- the 300-token run -----------------------------------------------------------------------
 @pytest.mark.slow
 def test_row_counts_after_300_tokens(long_run):
     m, toks, logits, traces = long_run
@@ -111,7 +112,7 @@ def test_window_and_visible_rows(long_run):
 
 
 def _batched_rows(m, traces, il, indexer):
-    """§5.5 recomputed per block from every position's traced attn_norm output."""
+    """The compressor recomputed per block from every position's traced attn_norm output."""
     hp = m.hp
     pre = "indexer_compressor" if indexer else "attn_compressor"
     d = hp.idx_dim if indexer else hp.head_dim
@@ -248,7 +249,7 @@ def test_state_snapshot_and_rollback(weights):
 
 
 def test_sublayers_resynchronise_from_given_hc_state(weights):
-    """§14: feed one implementation's HC state into the reference sublayer by sublayer."""
+    """Feed one implementation's HC state into the reference sublayer by sublayer."""
     a = R.Model(HP, weights)
     logits, traces = _run(a, _tokens(12, seed=5))
     b = R.Model(HP, weights)
@@ -279,7 +280,7 @@ def test_f16_cache_rounds_stored_rows(weights):
 
 def test_hparams_validation():
     with pytest.raises(ValueError, match="multiple of 64"):
-        tiny.tiny_float_hparams(head_dim=32)  # §13.2: d_nope = 16 breaks the FP8 blocks
+        tiny.tiny_float_hparams(head_dim=32)  # d_nope = 16 breaks the FP8 blocks
     with pytest.raises(ValueError):
         tiny.tiny_float_hparams(n_head=5)
     hp = R.HParams()
@@ -304,9 +305,9 @@ def test_gguf_roundtrip_is_bit_exact(tmp_path, weights):
     path = tmp_path / "tiny-float.gguf"
     tiny.write_gguf(path, HP, weights)
     hp = R.HParams.from_gguf(str(path))
-    f32 = float(np.float32(1e-6))  # float metadata is stored as f32 (§2.2)
+    f32 = float(np.float32(1e-6))  # float metadata is stored as f32 (docs/MODEL.md "Key types")
     assert hp == HP.replace(rms_eps=f32, hc_eps=f32)
-    # every key is written except the optional ones of §2.2 (shared-expert clamp, group counts)
+    # every key is written except the optional ones (shared-expert clamp, group counts)
     assert set(hp.defaulted) == {
         "deepseek4.swiglu_clamp_shexp",
         "deepseek4.expert_group_count",
@@ -357,7 +358,7 @@ def test_gguf_defaults_and_rejections(tmp_path):
         wr.close()
         return str(path)
 
-    # only the layer count given: everything else takes the real model's value (§2.2)
+    # only the layer count given: everything else takes the real model's value
     hp = R.HParams.from_gguf(write(tmp_path / "a.gguf", {"block_count": (43, T.UINT32)}))
     assert hp == R.HParams()
     assert (
@@ -381,7 +382,7 @@ def test_gguf_defaults_and_rejections(tmp_path):
 
 
 def test_tensor_table_of_the_real_model():
-    """expected_shapes, read back as GGML ne, against the §3 tables for the real model."""
+    """expected_shapes, read back as GGML ne, against docs/MODEL.md "Tensors" for the real model."""
     ne = {k: list(reversed(v)) for k, v in R.expected_shapes(R.HParams()).items()}
     want = {
         "token_embd.weight": [4096, 129280],

@@ -1,5 +1,5 @@
 """Sublayer primitives of the float64 reference against hand-computed values, loop-form
-re-statements of the formulas in dsv4-architecture.md, and mathematical properties."""
+re-statements of the formulas in docs/MODEL.md, and mathematical properties."""
 
 import math
 
@@ -22,7 +22,7 @@ def test_rms_norm_by_hand():
     np.testing.assert_allclose(R.rms_norm(np.array([[3.0, 4.0]]), None, eps), [[3 / r, 4 / r]])
 
 
-# --- hyper-connections (§4) ------------------------------------------------------------------
+# --- hyper-connections (docs/MODEL.md "Hyper-connections") -----------------------------------
 def test_sinkhorn_by_hand_one_iteration():
     c0 = np.array([[0.0, math.log(3.0)], [math.log(2.0), math.log(2.0)]])
     eps = 1e-6
@@ -46,7 +46,7 @@ def test_sinkhorn_is_doubly_stochastic_after_20_iterations():
 
 
 def _hc_pre_loops(X, fn, scale, base, eps_n, eps_hc, iters):
-    """§4.2 written out with explicit loops."""
+    """HC pre written out with explicit loops."""
     N, D = X.shape
     flat = [X[h, j] for h in range(N) for j in range(D)]
     r = math.sqrt(sum(v * v for v in flat) / len(flat) + eps_n)
@@ -100,7 +100,7 @@ def test_hc_head_matches_loop_form():
     )
 
 
-# --- RoPE (§5.2) ------------------------------------------------------------------------------
+# --- RoPE (docs/MODEL.md "RoPE") -------------------------------------------------------------
 REAL = R.HParams()
 TINY = tiny.tiny_float_hparams()
 
@@ -115,7 +115,7 @@ def test_yarn_range_real_model():
 
 
 def test_yarn_range_tiny_config():
-    assert R.yarn_range(R.rope_params(TINY, 1)) == (3, 7)  # §13.2
+    assert R.yarn_range(R.rope_params(TINY, 1)) == (3, 7)  # docs/REFERENCE.md
     assert R.yarn_range(R.rope_params(TINY, 2)) == (3, 7)
 
 
@@ -159,7 +159,7 @@ def test_rope_inverse_and_relative_position(layer):
     assert abs(d1 - d2) < 1e-11
 
 
-# --- compressor (§5.5) ------------------------------------------------------------------------
+# --- compressor (docs/MODEL.md "Compressors") ------------------------------------------------
 @pytest.mark.parametrize("ratio,count", [(4, 75), (128, 2)])
 def test_compressor_emission_positions(ratio, count):
     rng = np.random.default_rng(5)
@@ -195,7 +195,7 @@ def test_overlap_pooling_first_block_by_hand():
 
 
 def _batched_pool(U, G, ratio, d):
-    """§5.5 restated per block over the whole sequence (as the official prefill does)."""
+    """The compressor restated per block over the whole sequence (as the official prefill does)."""
     rows = []
     for b in range(len(U) // ratio):
         cur = slice(b * ratio, (b + 1) * ratio)
@@ -231,7 +231,7 @@ def test_compressor_inputs_add_ape_by_position():
     np.testing.assert_allclose(g, wg @ xn + ape[10 % 4])
 
 
-# --- indexer (§5.6) ---------------------------------------------------------------------------
+# --- indexer (docs/MODEL.md "Indexer") -------------------------------------------------------
 def test_indexer_scores_by_hand():
     qi = np.array([[1.0, 0.0], [0.0, 1.0]])
     w = np.array([2.0, 3.0])
@@ -257,7 +257,7 @@ def test_indexer_qat_switch():
     np.testing.assert_array_equal(y, lowp.fp4_roundtrip(lowp.hadamard(x)))
 
 
-# --- attention (§5.7) -------------------------------------------------------------------------
+# --- attention (docs/MODEL.md "Attention") ---------------------------------------------------
 def test_attention_single_key_by_hand():
     q = np.array([[1.0, 2.0]])
     k = np.array([[3.0, 1.0]])
@@ -288,7 +288,7 @@ def test_attention_matches_loop_form():
     assert np.all(np.isfinite(o))
 
 
-# --- MoE (§6) ---------------------------------------------------------------------------------
+# --- MoE (docs/MODEL.md "MoE") ---------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_model():
     hp = tiny.tiny_float_hparams()

@@ -1,8 +1,9 @@
 """The tiny model generator (tools/make_tiny_model.py): determinism, GGUF keys and types, tensor
 tables, quantisers against gguf-py's dequantisation, the tiny tokenizer, the real layout.
 
-Expectations are written here from the specs (dsv4-architecture.md §2.2, §3, §12, §13;
-docs/DSPARK.md, formats; docs/ORACLES.md), not read from the generator's own tables.
+Expectations are written here from the docs (docs/MODEL.md "Key types", "Tensors" and "Shape
+constraints"; docs/TOKENIZER.md; docs/DSPARK.md, formats; docs/ORACLES.md), not read from the
+generator's own tables.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from tinymodel import configs, quantize, tokenizer
 VT = GGUFValueType
 U32, F32, BOOL, STR, ARR, I32 = VT.UINT32, VT.FLOAT32, VT.BOOL, VT.STRING, VT.ARRAY, VT.INT32
 
-# dsv4-architecture.md §2.2 types, with llama.cpp's stricter choices where the spec allows two
+# docs/MODEL.md "Key types", with llama.cpp's stricter choices where the reader accepts two
 # (context_length and original_context_length as u32, docs/ORACLES.md).
 TARGET_KEYS = {
     "general.architecture": [STR],
@@ -224,7 +225,7 @@ def test_support_keys(tmp_path_factory, config):
 
 
 def _spec_layer(c, p, ratio, hashed):
-    """{name: (ne, dtype class)} of one block per §3.2-§3.4."""
+    """{name: (ne, dtype class)} of one block per docs/MODEL.md "Tensors"."""
     hc, mix, gd = 4 * c.D, 24, c.H // c.G * c.d_h
     t = {
         "hc_attn_fn.weight": ((hc, mix), "hc"),
@@ -287,8 +288,9 @@ def _spec_target(c):
     return t
 
 
-# dtype of each class: float config per §13.2 (matrices F32, experts F16); quantised configs per
-# the published files (§3) and ds4's support converter (docs/TINY_MODELS.md, support dtypes).
+# dtype of each class: float config F32 matrices and F16 experts; quantised configs per the
+# published files (docs/MODEL.md "Tensors") and ds4's support converter (docs/TINY_MODELS.md,
+# support dtypes).
 CLASS_DTYPES = {
     "float": dict(
         embd=QT.F32,

@@ -115,3 +115,30 @@ def test_rows_outside_the_window_do_not_matter(pair):
             c2[0][0, q] += 1.0
             out = dr.blocks(c2, x, torch.tensor([[p]]))[1]
             assert (not torch.equal(out, ref)) == changes, q
+
+
+def test_training_labels_follow_the_targets_chain():
+    """tools/train/train_drafter.py: slot i's label is t[p+1+i] and counts only while the
+    window continues the target's chain (x[p+2+k] = t[p+1+k] for k < i) and no label so far is
+    EOS; the decoder's cycles jump by the accepted drafts + 1."""
+    import train_drafter as TR
+
+    eos, Bk = 1, 4
+    t = torch.tensor([[10, 11, 12, 13, 14, 15, 16, 17, 18, 19]])  # argmax after position j
+    x = torch.tensor([[5, 6, 11, 12, 99, 14, 1, 16, 17, 18]])  # x[j+1] = t[j] except at 4 and 6
+    t[0, 5] = eos  # the target ends the document after position 5
+    pool = TR.Pool(x, torch.tensor([1]), torch.tensor([10]), [], None, t)
+    y, valid = TR.labels(pool, torch.tensor([0]), torch.tensor([[0, 2]]), Bk, eos)
+    assert y.tolist() == [[[11, 12, 13, 14], [13, 14, 1, 16]]]
+    # anchor 0: x[2] = t[1], x[3] = t[2], x[4] = 99 != t[3]: slots 0..2 count, slot 3 not
+    # anchor 2: x[4] != t[3] already: only slot 0
+    assert valid.tolist() == [[[True, True, True, False], [True, False, False, False]]]
+    t2 = torch.tensor([[10, 11, 12, 13, 14, 15, 16, 17, 18, 19]])
+    x2 = torch.tensor([[5, 10, 11, 12, 13, 14, 15, 16, 17, 18]])
+    t2[0, 3] = eos
+    x2[0, 4] = eos
+    pool2 = TR.Pool(x2, torch.tensor([1]), torch.tensor([4]), [], None, t2)
+    _, valid2 = TR.labels(pool2, torch.tensor([0]), torch.tensor([[0]]), Bk, eos)
+    assert valid2.tolist() == [[[True, True, True, False]]]  # the EOS label counts, nothing after
+    # anchors p = 3, 6, 8 accept 2, 1 and 4 drafts; the next anchor, 13, is past the last
+    assert TR.cycles_of(np.array([2, 0, 0, 1, 0, 4, 0]), 3, 9) == (3, 7)

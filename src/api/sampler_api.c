@@ -39,10 +39,6 @@ DS4RT_API ds4rt_status ds4rt_sampler_params_init(ds4rt_sampler_params *params, s
     return ds4rt_struct_init(&SAMPLER_PARAMS, params, size);
 }
 
-ds4rt_status ds4rt_sampler_params_read(const ds4rt_sampler_params *in, ds4rt_sampler_params *out) {
-    return ds4rt_struct_read(&SAMPLER_PARAMS, in, out);
-}
-
 static ds4rt_status check_params(const ds4rt_sampler_params *p) {
     if (!isfinite(p->temperature) || !(p->top_p > 0.0f) || !isfinite(p->top_p) || !isfinite(p->min_p) ||
         p->min_p > 1.0f)
@@ -52,14 +48,17 @@ static ds4rt_status check_params(const ds4rt_sampler_params *p) {
     return DS4RT_OK;
 }
 
+ds4rt_status ds4rt_sampler_params_read(const ds4rt_sampler_params *in, ds4rt_sampler_params *out) {
+    ds4rt_status st = ds4rt_struct_read(&SAMPLER_PARAMS, in, out);
+    return st == DS4RT_OK ? check_params(out) : st;
+}
+
 DS4RT_API ds4rt_status ds4rt_sampler_create(const ds4rt_sampler_params *params, uint32_t n_vocab, ds4rt_sampler **out) {
     if (out == NULL || n_vocab == 0) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "sampler_create: bad argument");
     *out = NULL;
     ds4rt_sampler_params p;
     ds4rt_status st = ds4rt_sampler_params_read(params, &p);
     if (st != DS4RT_OK) return ds4rt_fail_context(st, "sampler_create");
-    st = check_params(&p);
-    if (st != DS4RT_OK) return st;
     ds4rt_sampler *s = calloc(1, sizeof *s);
     if (s == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "sampler");
     s->p = p;

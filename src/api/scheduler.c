@@ -36,8 +36,40 @@ DS4RT_API ds4rt_status ds4rt_scheduler_params_init(ds4rt_scheduler_params *param
     return ds4rt_struct_init(&SCHEDULER_PARAMS, params, size);
 }
 
+/* The domain of each field. Probe gaps are bounded so their doubling cannot overflow; costs
+ * are bounded so the cost model's products stay finite. */
+#define PROBE_LIMIT (1 << 20)
+#define COST_LIMIT 1e6f
+
+static bool in_unit(float x) { return x >= 0.0f && x <= 1.0f; } /* false for NaN */
+static bool is_cost(float x) { return x >= 0.0f && x <= COST_LIMIT; }
+
+static ds4rt_status check_params(const ds4rt_scheduler_params *p) {
+    const char *bad = NULL;
+    if ((unsigned)p->mode > DS4RT_SCHEDULER_OFF) bad = "mode is not a ds4rt_scheduler_mode";
+    else if (p->max_draft < 0) bad = "max_draft < 0";
+    else if (p->warmup_cycles < 0) bad = "warmup_cycles < 0";
+    else if (p->probe_min < 0 || p->probe_min > PROBE_LIMIT) bad = "probe_min outside [0, 2^20]";
+    else if (p->probe_max < 1 || p->probe_max > PROBE_LIMIT || p->probe_max < p->probe_min)
+        bad = "probe_max outside [max(1, probe_min), 2^20]";
+    else if (!in_unit(p->history_decay)) bad = "history_decay outside [0, 1]";
+    else if (!in_unit(p->confidence_weight)) bad = "confidence_weight outside [0, 1]";
+    else if (!is_cost(p->verify_cost_base) || !is_cost(p->verify_cost_per_token) || !is_cost(p->propose_cost))
+        bad = "a fixed-model cost outside [0, 1e6]";
+    else if (!(p->verify_cost_base + p->verify_cost_per_token > 0.0f))
+        bad = "verify_cost_base + verify_cost_per_token is not > 0";
+    if (bad == NULL) return DS4RT_OK;
+    return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
+                      "scheduler params: %s (mode %d, max_draft %d, warmup_cycles %d, probe_min %d, probe_max %d, "
+                      "history_decay %g, confidence_weight %g, costs %g %g %g)",
+                      bad, (int)p->mode, p->max_draft, p->warmup_cycles, p->probe_min, p->probe_max,
+                      (double)p->history_decay, (double)p->confidence_weight, (double)p->verify_cost_base,
+                      (double)p->verify_cost_per_token, (double)p->propose_cost);
+}
+
 ds4rt_status ds4rt_scheduler_params_read(const ds4rt_scheduler_params *in, ds4rt_scheduler_params *out) {
-    return ds4rt_struct_read(&SCHEDULER_PARAMS, in, out);
+    ds4rt_status st = ds4rt_struct_read(&SCHEDULER_PARAMS, in, out);
+    return st == DS4RT_OK ? check_params(out) : st;
 }
 
 void ds4rt_sched_init(ds4rt_sched *s, const ds4rt_scheduler_params *p) {
@@ -192,7 +224,7 @@ void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, doub
         for (int32_t L = 1; L <= drafted && L <= DS4RT_SCHED_MAX; L++)
             pays |= rate(s, a, L, false) > rate(s, a, 0, false);
         s->probe_gap = pays ? (s->p.probe_min > 0 ? s->p.probe_min : 1)
-                            : (s->probe_gap * 2 > s->p.probe_max ? s->p.probe_max : s->probe_gap * 2);
+                            : (s->probe_gap > s->p.probe_max / 2 ? s->p.probe_max : s->probe_gap * 2);
         s->probing = false;
     }
     s->cycles++;

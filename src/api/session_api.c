@@ -156,20 +156,26 @@ ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t
     return DS4RT_OK;
 }
 
+ds4rt_status ds4rt_session_check_tokens(const ds4rt_session *s, const int32_t *tokens, size_t n) {
+    if (n == 0) return DS4RT_OK;
+    if (tokens == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "NULL tokens (n = %zu)", n);
+    const uint32_t V = s->model->target.hp.n_vocab;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= V)
+            return ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE, "token id %d at index %zu is outside the vocabulary [0, %u)",
+                              tokens[i], i, V);
+    if (n > (uint64_t)(s->st.n_ctx - s->st.n_pos))
+        return ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE, "%zu tokens do not fit: %lld of n_ctx %lld already used", n,
+                          (long long)s->st.n_pos, (long long)s->st.n_ctx);
+    return DS4RT_OK;
+}
+
 DS4RT_API ds4rt_status ds4rt_session_eval(ds4rt_session *s, const int32_t *tokens, size_t n, float *logits) {
     if (s == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_eval: NULL session");
+    ds4rt_status cst = ds4rt_session_check_tokens(s, tokens, n);
+    if (cst != DS4RT_OK) return ds4rt_session_error(s, cst);
     if (n == 0) return DS4RT_OK;
-    if (tokens == NULL) return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "session_eval: NULL tokens"));
     const ds4rt_hparams *hp = &s->model->target.hp;
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || (uint32_t)tokens[i] >= hp->n_vocab)
-            return ds4rt_session_error(s, ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE,
-                                                     "token id %d at index %zu is outside the vocabulary [0, %u)",
-                                                     tokens[i], i, hp->n_vocab));
-    if ((int64_t)n > s->st.n_ctx - s->st.n_pos)
-        return ds4rt_session_error(
-            s, ds4rt_fail(DS4RT_ERR_OUT_OF_RANGE, "%zu tokens do not fit: %lld of n_ctx %lld already used", n,
-                          (long long)s->st.n_pos, (long long)s->st.n_ctx));
     const int64_t B = s->st.max_batch;
     for (size_t off = 0; off < n; off += (size_t)B) {
         int64_t m = (int64_t)(n - off) < B ? (int64_t)(n - off) : B;
@@ -189,6 +195,7 @@ DS4RT_API ds4rt_status ds4rt_session_truncate(ds4rt_session *s, int64_t n_tokens
             s, ds4rt_fail(DS4RT_ERR_STATE,
                           "truncate to %lld tokens: only positions within the last pass [%lld, %lld] can be kept",
                           (long long)n_tokens, (long long)start, (long long)s->st.n_pos));
+    if (n_tokens == s->st.n_pos) return DS4RT_OK; /* nothing to drop */
     int64_t keep = n_tokens - start;
     ds4rt_status st = ds4rt_target_rollback(&s->model->target, s->ctx, &s->st, keep);
     if (st != DS4RT_OK) return ds4rt_session_error(s, st);

@@ -225,6 +225,7 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
     ds4rt_session *s = r->s;
     ds4rt_spec_stats *st = r->st;
     double t_start = ds4rt_now_ms();
+    bool in_context = false; /* the last emitted token is already in the context */
     if (!emit(r, pick(r, s->cur), out, n_out, limit)) goto done;
     for (;;) {
         int32_t anchor = out[*n_out - 1];
@@ -294,13 +295,27 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
         }
         count_cycle(r, &dft, n, propose_ms, verify_ms);
         if (r->sp.on_stats) r->sp.on_stats(r->sp.stats_user, st, 0);
-        bool go = true;
-        for (int32_t j = 0; j < n && go; j++) go = emit(r, dft.tokens[j], out, n_out, limit);
-        if (!go || !emit(r, next, out, n_out, limit)) break;
+        /* a stop at accepted draft j (on_token said no: a stop string, a callback, Ctrl-C)
+         * ends the output there, and the context with it: drafts j+1.. are dropped, and d_j,
+         * already evaluated by the verify pass, is not evaluated again (issue 13) */
+        int32_t j = 0;
+        while (j < n && emit(r, dft.tokens[j], out, n_out, limit)) j++;
+        if (j < n) {
+            in_context = true;
+            if (j + 1 < n) {
+                rc = ds4rt_session_truncate(s, p_next + 2 + j);
+                if (rc != DS4RT_OK) {
+                    st->errors++;
+                    return rc;
+                }
+            }
+            break;
+        }
+        if (!emit(r, next, out, n_out, limit)) break;
     }
 done:
     /* as plain generation does, leave every emitted token in the context */
-    if (*n_out > 0 && s->st.n_pos < s->st.n_ctx) {
+    if (*n_out > 0 && !in_context && s->st.n_pos < s->st.n_ctx) {
         double t0 = ds4rt_now_ms();
         ds4rt_status rc = ds4rt_session_pass(s, &out[*n_out - 1], 1, false);
         st->target += ds4rt_now_ms() - t0;
@@ -380,37 +395,38 @@ ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt,
     if (!(sp->confidence_threshold >= 0.0f && sp->confidence_threshold <= 1.0f))
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "confidence_threshold %g outside [0, 1]",
                           (double)sp->confidence_threshold);
-    if ((unsigned)sp->scheduler->mode > DS4RT_SCHEDULER_OFF)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "scheduler params: unknown mode %d", (int)sp->scheduler->mode);
+    if (sp->dspark != NULL && sp->dspark->model != s->model)
+        return ds4rt_fail(DS4RT_ERR_MISMATCH, "the DSpark support model was loaded for another target model");
+    int32_t block = sp->dspark != NULL ? (int32_t)sp->dspark->block_size : DS4RT_DSPARK_MAX_BLOCK;
+    if (sp->scheduler->max_draft > 0 && sp->scheduler->max_draft < block) block = sp->scheduler->max_draft;
+    if ((int64_t)block + 1 > (int64_t)s->st.max_batch)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
+                          "the session's max_batch %u cannot hold a verify pass of %d drafts + the anchor",
+                          s->st.max_batch, block);
+    if (n_prompt == 0 && s->cur == NULL)
+        return ds4rt_fail(DS4RT_ERR_STATE, "generate: no logits to sample from (empty prompt and empty context)");
     spec_run r = {.s = s, .gp = gp, .sp = *sp, .d = sp->dspark, .st = &s->stats};
     r.V = s->model->target.hp.n_vocab;
     r.sample = gp->sampler->temperature > 0.0f;
     ds4rt_rng_seed(&r.rng, gp->sampler->seed);
     ds4rt_sched_init(&r.sched, sp->scheduler);
+    r.block = block;
+    /* the prompt's tokens and room, checked before the drafter is attached */
+    ds4rt_status st = ds4rt_session_check_tokens(s, prompt, n_prompt);
+    if (st != DS4RT_OK) return st;
     if (r.d != NULL) {
-        ds4rt_status st = ds4rt_session_attach_drafter(s, r.d);
+        st = ds4rt_session_attach_drafter(s, r.d);
         if (st != DS4RT_OK) return st;
-        r.block = (int32_t)r.d->block_size;
-    } else {
-        r.block = DS4RT_DSPARK_MAX_BLOCK;
     }
-    if (sp->scheduler->max_draft > 0 && sp->scheduler->max_draft < r.block) r.block = sp->scheduler->max_draft;
-    if ((int64_t)r.block + 1 > (int64_t)s->st.max_batch)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
-                          "the session's max_batch %u cannot hold a verify pass of %d drafts + the anchor",
-                          s->st.max_batch, r.block);
     r.p_probs = malloc(r.V * sizeof(float));
     r.q_rows = malloc((size_t)r.block * r.V * sizeof(float));
     r.work_val = malloc(2 * (size_t)r.V * sizeof(float));
     r.work_idx = malloc(r.V * sizeof(int32_t));
     r.host_draft = malloc((size_t)r.block * sizeof(int32_t));
-    ds4rt_status st = DS4RT_OK;
     if (!r.p_probs || !r.q_rows || !r.work_val || !r.work_idx || !r.host_draft)
         st = ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "speculative decoding buffers");
     if (st == DS4RT_OK) st = ds4rt_session_eval(s, prompt, n_prompt, NULL);
-    if (st == DS4RT_OK && s->cur == NULL)
-        st = ds4rt_fail(DS4RT_ERR_STATE, "generate: no logits to sample from (empty prompt and empty context)");
-    size_t limit = gp->max_tokens < 0 ? 0 : (size_t)gp->max_tokens;
+    size_t limit = (size_t)gp->max_tokens;
     if (limit > cap) limit = cap;
     if (st == DS4RT_OK && limit > 0) st = run_loop(&r, out, limit, n_out);
     if (sp->on_stats) sp->on_stats(sp->stats_user, &s->stats, 1);

@@ -212,15 +212,25 @@ void ds4rt_pool_parallel_for(ds4rt_pool *pool, int64_t n, int64_t grain, ds4rt_r
         fn(ctx, 0, n, 0);
         return;
     }
-    /* about four chunks per thread for balance, never below the grain */
-    const int64_t per = (n + 4 * (int64_t)pool->n_threads - 1) / (4 * (int64_t)pool->n_threads);
+    /* about four chunks per thread for balance, never below the grain, except that the grain
+     * never leaves fewer than two chunks per thread: a 2048-row product with a 124-row grain on
+     * 16 threads would otherwise make 17 chunks, i.e. one thread does two while 15 wait. */
+    const int64_t T = pool->n_threads;
+    const int64_t per = (n + 4 * T - 1) / (4 * T);
+    const int64_t half = (n + 2 * T - 1) / (2 * T);
+    if (grain > half) grain = half;
+    /* then even the chunks out: chunks are claimed in rounds of T, so 35 chunks on 16 threads
+     * take as long as 48; shrink the chunk until its count is a whole number of rounds */
+    int64_t chunk = per > grain ? per : grain;
+    const int64_t rounds = (n + T * chunk - 1) / (T * chunk);
+    chunk = (n + T * rounds - 1) / (T * rounds);
     const uint64_t seq = (++pool->seq) & SEQ_MASK;
     /* close: from here no thread can take a chunk, and (acq_rel) the writes below stay after it */
     atomic_exchange_explicit(&pool->claim, seq << IDX_BITS | IDX_MASK, memory_order_acq_rel);
     atomic_store_explicit(&pool->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&pool->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&pool->n, n, memory_order_relaxed);
-    atomic_store_explicit(&pool->chunk, per > grain ? per : grain, memory_order_relaxed);
+    atomic_store_explicit(&pool->chunk, chunk, memory_order_relaxed);
     atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
     atomic_store_explicit(&pool->claim, seq << IDX_BITS, memory_order_release); /* open */
     ring(pool);

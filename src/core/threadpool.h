@@ -23,7 +23,10 @@ ds4rt_status ds4rt_pool_create(int n_threads, ds4rt_pool **out);
 void ds4rt_pool_destroy(ds4rt_pool *pool);
 int ds4rt_pool_threads(const ds4rt_pool *pool);
 
-/* Runs fn over [0, n) in chunks of >= grain items. Not reentrant: one call at a time per pool.
+/* Runs fn over [0, n) in chunks of about max(grain, n / (4 * threads)) items, never more than
+ * n / (2 * threads) (a job larger than the grain keeps every thread busy) and sized so that
+ * their count is close to a multiple of the thread count; n <= grain runs on the calling thread
+ * alone. Not reentrant: one call at a time per pool.
  * A NULL pool runs everything on the calling thread. */
 void ds4rt_pool_parallel_for(ds4rt_pool *pool, int64_t n, int64_t grain, ds4rt_range_fn fn,
                              void *ctx);

@@ -99,9 +99,18 @@ ds4rt_status ds4rt_kv_state_reset(ds4rt_bctx *ctx, ds4rt_kv_state *st) {
     st->n_pos = 0;
     st->batch_start = 0;
     st->batch_len = 0;
+    /* the snapshot is what a rollback restores: it must be the empty state too, or a rollback
+     * of the empty "last batch" (truncate(0) after a reset) would bring back the frontiers of
+     * the context before the reset (issue 13) */
     for (uint32_t l = 0; l < st->n_layer; l++) {
-        if (st->ratio[l] != 0) TRY(ctx->ops->comp_reset(ctx, &st->layers[l].comp));
-        if (st->ratio[l] == 4) TRY(ctx->ops->comp_reset(ctx, &st->layers[l].icomp));
+        if (st->ratio[l] != 0) {
+            TRY(ctx->ops->comp_reset(ctx, &st->layers[l].comp));
+            TRY(ctx->ops->comp_snapshot(ctx, &st->layers[l].comp));
+        }
+        if (st->ratio[l] == 4) {
+            TRY(ctx->ops->comp_reset(ctx, &st->layers[l].icomp));
+            TRY(ctx->ops->comp_snapshot(ctx, &st->layers[l].icomp));
+        }
     }
     return DS4RT_OK;
 }

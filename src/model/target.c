@@ -1,5 +1,5 @@
 /* target.c - binding the target model's tensors and checking the backend runs its pass
- * (docs/MODEL.md, "Weights"). */
+ * (docs/MODEL.md, "Tensors"). */
 #include "target.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* weights.c - binding and checking tensors (docs/MODEL.md, "Weights"). */
+/* weights.c - binding and checking tensors (docs/MODEL.md, "Tensors"). */
 #include "weights.h"
 
 #include <stdio.h>

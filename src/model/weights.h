@@ -1,6 +1,6 @@
 /*
  * weights.h - binding GGUF tensors to the backend's weight slots (backend.h), with shape,
- * type and capability checks that name the tensor at fault (docs/MODEL.md, "Weights").
+ * type and capability checks that name the tensor at fault (docs/MODEL.md, "Tensors").
  * Matrices are views of the file's data section, which the backend maps once (the CPU views
  * it, a GPU uploads it); small vectors are converted once to f32 and uploaded.
  *

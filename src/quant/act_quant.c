@@ -1,7 +1,8 @@
 /*
  * act_quant.c - converts f32 activation rows into the type paired with the weight type.
  *
- * One implementation serves every ISA path, so all paths see bitwise the same activations.
+ * Every ISA path sees bitwise the same activations: this portable code is the definition, and
+ * a path's SIMD version (ds4rt_cpu_kernels.act_row, e.g. act_quant_avx2.c) reproduces it.
  * Rounding rule: round half to even (the default IEEE mode), done as (v + 1.5*2^23) - 1.5*2^23,
  * exact for |v| < 2^22. This is what ds4's lrintf and llama.cpp's x86 SIMD quantisers do.
  *   Q8_0 (per 32): d = amax/127, q = rne(x * (1/d)) (q = 0 when d = 0), d kept as f32.
@@ -121,6 +122,8 @@ static void quantize_q8_K(const float *x, int64_t n, int8_t *q, float *d, int16_
 }
 
 void ds4rt_act_quantize_row(const ds4rt_act *a, int64_t t, const float *x) {
+    const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
+    if (k->act_row != NULL && k->act_row(a, t, x)) return; /* the same bits, in SIMD */
     uint8_t *row = a->base + (size_t)t * a->stride;
     const int64_t n = a->cols;
     switch (a->type) {

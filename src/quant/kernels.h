@@ -38,12 +38,16 @@ static inline int ds4rt_lanes_for(uint32_t wtype) {
 typedef struct ds4rt_cpu_kernels {
     const char *name;                     /* "scalar", "avx2", "avx512", "neon", "neon-dotprod" */
     ds4rt_dot_fn dot[DS4RT_TYPE_COUNT];   /* indexed by weight type; NULL = not computable */
+    /* Converts activation row t of `a` from x bitwise as act_quant.c's portable code does and
+     * returns 1, or returns 0 for a type it leaves to that code; NULL: always the portable one. */
+    int (*act_row)(const ds4rt_act *a, int64_t t, const float *x);
 } ds4rt_cpu_kernels;
 
 extern const ds4rt_cpu_kernels ds4rt_kernels_scalar;
 #if defined(__x86_64__) || defined(_M_X64)
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx2;
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx512;
+int ds4rt_act_row_avx2(const ds4rt_act *a, int64_t t, const float *x); /* act_quant_avx2.c */
 #endif
 #if defined(__aarch64__)
 extern const ds4rt_cpu_kernels ds4rt_kernels_neon;

@@ -247,30 +247,69 @@ ALWAYS_INLINE uint32_t iq2_sign_mask(uint32_t aux) {
     return m | (p & 0x01010101u) << 7;
 }
 
+/* One IQ2_XXS block's exact integer dot products with T activation rows, as 16 i32 lanes each
+ * (their sum is the block's sum of ls * q * x, 8 times the scaled sum). */
+ALWAYS_INLINE void iq2_xxs_block(const ds4rt_block_iq2_xxs *blk, const qk_rows *r, int64_t b, int T, __m512i *acc) {
+    const uint64_t *G = ds4rt_iq2xxs_grid;
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; s += 2) { /* two sub-blocks of 32 per register */
+        const uint8_t *p0 = blk->qs + 8 * s, *p1 = p0 + 8;
+        const uint32_t aux0 = ds4rt_rd_u32(p0 + 4), aux1 = ds4rt_rd_u32(p1 + 4);
+        const __m512i grid = _mm512_set_epi64((long long)G[p1[3]], (long long)G[p1[2]], (long long)G[p1[1]],
+                                              (long long)G[p1[0]], (long long)G[p0[3]], (long long)G[p0[2]],
+                                              (long long)G[p0[1]], (long long)G[p0[0]]);
+        const __mmask64 neg = (__mmask64)((uint64_t)iq2_sign_mask(aux0) | (uint64_t)iq2_sign_mask(aux1) << 32);
+        const __m512i lsv = counts((short)(2 * (aux0 >> 28) + 1), (short)(2 * (aux1 >> 28) + 1));
+        for (int t = 0; t < T; t++) {
+            const __m512i x = loadu512(r->xq[t] + b * 256 + 32 * s);
+            const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+            acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(grid, xs, lsv));
+        }
+    }
+}
+
+/* Blocks one at a time where the lane period is incomplete (lane b & 7 gets
+ * ((d * xd) * sum) * 0.125), and whole periods of 8 blocks with the 8 sums reduced together
+ * and the same f32 formula applied lane-wise: the same operations per lane, fewer reductions. */
 ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
     qk_rows r;
     qk_rows_init(&r, a, t0, T);
     float *L[TMAX];
     for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
-    const uint64_t *G = ds4rt_iq2xxs_grid;
-    for (int64_t b = k0 / 256; b < k1 / 256; b++) {
+    const int64_t b1 = k1 / 256;
+    int64_t b = k0 / 256;
+    for (; b < b1 && ((b & 7) != 0 || b1 - b < 8); b++) {
         const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
         __m512i acc[TMAX];
-        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
-        for (int s = 0; s < 8; s += 2) { /* two sub-blocks of 32 per register */
-            const uint8_t *p0 = blk->qs + 8 * s, *p1 = p0 + 8;
-            const uint32_t aux0 = ds4rt_rd_u32(p0 + 4), aux1 = ds4rt_rd_u32(p1 + 4);
-            const __m512i grid = _mm512_set_epi64((long long)G[p1[3]], (long long)G[p1[2]], (long long)G[p1[1]],
-                                                  (long long)G[p1[0]], (long long)G[p0[3]], (long long)G[p0[2]],
-                                                  (long long)G[p0[1]], (long long)G[p0[0]]);
-            const __mmask64 neg = (__mmask64)((uint64_t)iq2_sign_mask(aux0) | (uint64_t)iq2_sign_mask(aux1) << 32);
-            const __m512i lsv = counts((short)(2 * (aux0 >> 28) + 1), (short)(2 * (aux1 >> 28) + 1));
-            for (int t = 0; t < T; t++) {
-                const __m512i x = loadu512(r.xq[t] + b * 256 + 32 * s);
-                const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
-                acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(grid, xs, lsv));
-            }
+        iq2_xxs_block(blk, &r, b, T, acc);
+        const float d = f16c(blk->d);
+        for (int t = 0; t < T; t++)
+            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
+    }
+    for (; b + 8 <= b1; b += 8) {
+        __m256i part[TMAX][8];
+        uint16_t dh[8];
+        for (int k = 0; k < 8; k++) {
+            const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + (b + k) * 66);
+            __m512i acc[TMAX];
+            iq2_xxs_block(blk, &r, b + k, T, acc);
+            for (int t = 0; t < T; t++) part[t][k] = fold256(acc[t]);
+            dh[k] = ds4rt_rd_u16(blk->d);
         }
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));
+        for (int t = 0; t < T; t++) {
+            const __m256i sums = hsum8x8_512(join256(part[t][0], part[t][1]), join256(part[t][2], part[t][3]),
+                                             join256(part[t][4], part[t][5]), join256(part[t][6], part[t][7]));
+            const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(d8, _mm256_loadu_ps(r.xd[t] + b)),
+                                                            _mm256_cvtepi32_ps(sums)),
+                                              _mm256_set1_ps(0.125f));
+            _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));
+        }
+    }
+    for (; b < b1; b++) { /* the tail of a range that did not start on a period */
+        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
+        __m512i acc[TMAX];
+        iq2_xxs_block(blk, &r, b, T, acc);
         const float d = f16c(blk->d);
         for (int t = 0; t < T; t++)
             L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
@@ -325,4 +364,5 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx512 = {
         [DS4RT_TYPE_Q6_K] = dot_q6_K,
         [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
     },
+    .act_row = ds4rt_act_row_avx2, /* the AVX2 build of it (act_quant_avx2.c), also here */
 };

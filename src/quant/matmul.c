@@ -3,6 +3,9 @@
  *
  * 1. Each activation row is converted once (act_quant.c) into a per-thread scratch buffer that
  *    grows as needed (no allocation per call once warm).
+ *    ds4rt_matmul_batch does several products in one dispatch (the experts of a MoE layer):
+ *    jobs that read the same rows as the same activation type share one conversion, and the
+ *    rows of all jobs form one range split across the pool, so no thread idles between them.
  * 2. The rows of W are split across the pool. A thread takes its rows in blocks of ROW_BLOCK and
  *    the tokens in blocks of TOK_BLOCK, and walks the columns in chunks sized so that the chunk
  *    of every token's activations stays in L1 while the block's rows use it; within a chunk each
@@ -19,6 +22,7 @@
 #include "internal.h"
 #include "kernels.h"
 #include "matmul.h"
+#include "matmul_profile.h"
 #include "qtypes.h"
 
 /* ---------------- per-thread scratch ---------------- */
@@ -81,7 +85,6 @@ typedef struct {
     int64_t n_tok;
     int64_t k_chunk;
     float *y;
-    const float *x;
 } mm_ctx;
 
 static void rows_worker(void *vctx, int64_t r0, int64_t r1, int thread) {
@@ -116,12 +119,6 @@ static void rows_worker(void *vctx, int64_t r0, int64_t r1, int thread) {
     }
 }
 
-static void quant_worker(void *vctx, int64_t t0, int64_t t1, int thread) {
-    (void)thread;
-    const mm_ctx *c = vctx;
-    for (int64_t t = t0; t < t1; t++) ds4rt_act_quantize_row(c->act, t, c->x + t * c->act->cols);
-}
-
 /* Checks the arguments shared by ds4rt_matmul and the host entry point. */
 static ds4rt_status check_shape(uint32_t type, int64_t rows, int64_t cols, int64_t n_tok, uint64_t *row_bytes) {
     const ds4rt_type_info *info = ds4rt_type_lookup(type);
@@ -144,64 +141,175 @@ static ds4rt_status check_shape(uint32_t type, int64_t rows, int64_t cols, int64
     return DS4RT_OK;
 }
 
-ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *x, int64_t n_tok, float *y) {
-    if (w == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: weight is NULL");
+static ds4rt_status check_job(const ds4rt_matmul_job *j) {
+    const ds4rt_weight *w = &j->w;
     uint64_t need = 0;
-    ds4rt_status st = check_shape(w->type, w->rows, w->cols, n_tok, &need);
+    ds4rt_status st = check_shape(w->type, w->rows, w->cols, j->n_tok, &need);
     if (st != DS4RT_OK) return st;
     if (w->row_bytes < need)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: row_bytes %llu < %llu needed by %lld columns",
                           (unsigned long long)w->row_bytes, (unsigned long long)need, (long long)w->cols);
-    if (n_tok == 0 || w->rows == 0) return DS4RT_OK;
-    if (w->data == NULL || x == NULL || y == NULL)
+    if (j->n_tok == 0 || w->rows == 0) return DS4RT_OK;
+    if (w->data == NULL || j->x == NULL || j->y == NULL)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: %s is NULL",
-                          w->data == NULL ? "weight data" : x == NULL ? "x" : "y");
+                          w->data == NULL ? "weight data" : j->x == NULL ? "x" : "y");
+    return DS4RT_OK;
+}
+
+/* The activation rows to convert: one per distinct (x, n_tok, act type, cols) of a batch. */
+typedef struct {
+    ds4rt_act act[DS4RT_MATMUL_MAX_JOBS];
+    const float *x[DS4RT_MATMUL_MAX_JOBS];
+    int64_t first_item[DS4RT_MATMUL_MAX_JOBS + 1]; /* prefix sums of the rows to convert */
+    int n;
+} act_set;
+
+static void quant_worker(void *vctx, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const act_set *as = vctx;
+    int a = 0;
+    for (int64_t i = i0; i < i1; i++) {
+        while (as->first_item[a + 1] <= i) a++;
+        const int64_t t = i - as->first_item[a];
+        ds4rt_act_quantize_row(&as->act[a], t, as->x[a] + t * as->act[a].cols);
+    }
+}
+
+typedef struct {
+    mm_ctx c[DS4RT_MATMUL_MAX_JOBS];
+    int64_t first_row[DS4RT_MATMUL_MAX_JOBS + 1]; /* prefix sums of the jobs' rows */
+    int n;
+} mm_batch;
+
+/* Rows [r0, r1) of the concatenation of the jobs' weight rows. */
+static void batch_rows_worker(void *vctx, int64_t r0, int64_t r1, int thread) {
+    const mm_batch *b = vctx;
+    int j = 0;
+    while (b->first_row[j + 1] <= r0) j++;
+    for (; j < b->n && b->first_row[j] < r1; j++) {
+        const int64_t lo = r0 > b->first_row[j] ? r0 - b->first_row[j] : 0;
+        const int64_t hi = (r1 < b->first_row[j + 1] ? r1 : b->first_row[j + 1]) - b->first_row[j];
+        if (hi > lo) rows_worker((void *)&b->c[j], lo, hi, thread);
+    }
+}
+
+ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, int n_jobs) {
+    if (n_jobs < 0 || n_jobs > DS4RT_MATMUL_MAX_JOBS || (n_jobs > 0 && jobs == NULL))
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul_batch: %d jobs (at most %d)", n_jobs,
+                          DS4RT_MATMUL_MAX_JOBS);
+    for (int j = 0; j < n_jobs; j++) {
+        const ds4rt_status st = check_job(&jobs[j]);
+        if (st != DS4RT_OK) return st;
+    }
 
     const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
-    int ok;
-    ds4rt_act act;
-    ds4rt_act_layout(ds4rt_act_type_for(w->type, &ok), w->cols, &act);
-    uint64_t bytes;
-    if (!ds4rt_mul_u64((uint64_t)n_tok, act.stride, &bytes) || bytes > SIZE_MAX / 2)
-        return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "matmul: activation buffer too large");
-    act.base = scratch_get((size_t)bytes);
-    if (act.base == NULL)
+    const int prof = ds4rt_mmprof_on();
+    const int64_t t_start = prof ? ds4rt_mmprof_now() : 0;
+    uint32_t job_type[DS4RT_MATMUL_MAX_JOBS];
+    act_set as;
+    mm_batch b;
+    as.n = 0;
+    as.first_item[0] = 0;
+    b.n = 0;
+    int act_of[DS4RT_MATMUL_MAX_JOBS];
+    uint64_t act_bytes = 0;
+    size_t act_off[DS4RT_MATMUL_MAX_JOBS];
+    for (int j = 0; j < n_jobs; j++) {
+        const ds4rt_matmul_job *jb = &jobs[j];
+        if (jb->n_tok == 0 || jb->w.rows == 0) continue;
+        if (k->dot[jb->w.type] == NULL)
+            return ds4rt_fail(DS4RT_ERR_INTERNAL, "matmul: CPU path %s has no kernel for a computable type", k->name);
+        int ok;
+        ds4rt_act act;
+        ds4rt_act_layout(ds4rt_act_type_for(jb->w.type, &ok), jb->w.cols, &act);
+        /* jobs reading the same rows as the same activation type convert them once */
+        int a = 0;
+        while (a < as.n && !(as.x[a] == jb->x && as.act[a].type == act.type && as.act[a].cols == act.cols &&
+                             as.first_item[a + 1] - as.first_item[a] == jb->n_tok))
+            a++;
+        if (a == as.n) {
+            uint64_t bytes;
+            if (!ds4rt_mul_u64((uint64_t)jb->n_tok, act.stride, &bytes) || bytes > SIZE_MAX / 4 ||
+                act_bytes > SIZE_MAX / 4)
+                return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "matmul: activation buffer too large");
+            act_off[a] = (size_t)act_bytes;
+            act_bytes += (bytes + 63) / 64 * 64;
+            as.act[a] = act;
+            as.x[a] = jb->x;
+            as.first_item[a + 1] = as.first_item[a] + jb->n_tok;
+            as.n++;
+        }
+        act_of[b.n] = a;
+        job_type[b.n] = jb->w.type;
+        b.c[b.n] = (mm_ctx){
+            .dot = k->dot[jb->w.type],
+            .n_lanes = ds4rt_lanes_for(jb->w.type),
+            .w = jb->w.data,
+            .row_bytes = jb->w.row_bytes,
+            .rows = jb->w.rows,
+            .n_tok = jb->n_tok,
+            .y = jb->y,
+        };
+        b.n++;
+    }
+    if (b.n == 0) return DS4RT_OK;
+    uint8_t *base = scratch_get((size_t)act_bytes);
+    if (base == NULL)
         return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "matmul: cannot allocate %llu bytes of activation scratch",
-                          (unsigned long long)bytes);
-
-    mm_ctx c = {
-        .dot = k->dot[w->type],
-        .n_lanes = ds4rt_lanes_for(w->type),
-        .w = w->data,
-        .row_bytes = w->row_bytes,
-        .rows = w->rows,
-        .act = &act,
-        .n_tok = n_tok,
-        .y = y,
-        .x = x,
-    };
-    if (c.dot == NULL)
-        return ds4rt_fail(DS4RT_ERR_INTERNAL, "matmul: CPU path %s has no kernel for a computable type", k->name);
+                          (unsigned long long)act_bytes);
+    int64_t elems = 0;
+    for (int a = 0; a < as.n; a++) {
+        as.act[a].base = base + act_off[a];
+        elems += (as.first_item[a + 1] - as.first_item[a]) * as.act[a].cols;
+    }
 
     /* convert activations: in parallel only when there is enough of them */
-    if (pool != NULL && n_tok >= 4 && n_tok * w->cols >= 32768)
-        ds4rt_pool_parallel_for(pool, n_tok, 1, quant_worker, &c);
+    const int64_t items = as.first_item[as.n];
+    if (pool != NULL && items >= 4 && elems >= 32768)
+        ds4rt_pool_parallel_for(pool, items, 1, quant_worker, &as);
     else
-        quant_worker(&c, 0, n_tok, 0);
+        quant_worker(&as, 0, items, 0);
+    const int64_t t_quant = prof ? ds4rt_mmprof_now() : 0;
 
-    /* columns per chunk: a chunk of one token block's activations fits the L1 budget */
-    const int64_t ntb = n_tok < TOK_BLOCK ? n_tok : TOK_BLOCK;
-    const double act_per_col = (double)act.stride / (double)w->cols; /* bytes, scales included */
-    int64_t kc = (int64_t)(L1_ACT_BUDGET / (act_per_col * (double)ntb)) / DS4RT_CHUNK_ALIGN * DS4RT_CHUNK_ALIGN;
-    if (kc < DS4RT_CHUNK_ALIGN) kc = DS4RT_CHUNK_ALIGN;
-    c.k_chunk = kc >= w->cols ? w->cols : kc;
+    double work = 0.0; /* weight bytes x tokens */
+    b.first_row[0] = 0;
+    for (int j = 0; j < b.n; j++) {
+        mm_ctx *c = &b.c[j];
+        c->act = &as.act[act_of[j]];
+        /* columns per chunk: a chunk of one token block's activations fits the L1 budget */
+        const int64_t cols = c->act->cols;
+        const int64_t ntb = c->n_tok < TOK_BLOCK ? c->n_tok : TOK_BLOCK;
+        const double act_per_col = (double)c->act->stride / (double)cols; /* bytes, scales included */
+        int64_t kc = (int64_t)(L1_ACT_BUDGET / (act_per_col * (double)ntb)) / DS4RT_CHUNK_ALIGN * DS4RT_CHUNK_ALIGN;
+        if (kc < DS4RT_CHUNK_ALIGN) kc = DS4RT_CHUNK_ALIGN;
+        c->k_chunk = kc >= cols ? cols : kc;
+        b.first_row[j + 1] = b.first_row[j] + c->rows;
+        work += (double)(c->row_bytes ? c->row_bytes : 1) * (double)c->n_tok * (double)c->rows;
+    }
     /* rows per chunk: at least ~64 KiB of weight bytes x tokens of work, so that small products
      * stay on the calling thread and dispatch costs little next to a chunk */
-    const double work_per_row = (double)(w->row_bytes ? w->row_bytes : 1) * (double)n_tok;
-    int64_t grain = (int64_t)(65536.0 / work_per_row);
+    const int64_t rows = b.first_row[b.n];
+    int64_t grain = (int64_t)(65536.0 / (work / (double)rows));
     if (grain < 1) grain = 1;
-    ds4rt_pool_parallel_for(pool, w->rows, grain, rows_worker, &c);
+    ds4rt_pool_parallel_for(pool, rows, grain, batch_rows_worker, &b);
+    if (prof) {
+        /* the products ran together: each job gets its share of the time by its work */
+        const int64_t t_end = ds4rt_mmprof_now();
+        for (int j = 0; j < b.n; j++) {
+            const mm_ctx *c = &b.c[j];
+            const double wj = (double)(c->row_bytes ? c->row_bytes : 1) * (double)c->n_tok * (double)c->rows;
+            ds4rt_mmprof_add(job_type[j], (int64_t)((double)(t_end - t_quant) * wj / work),
+                             c->row_bytes * (uint64_t)c->rows, c->n_tok);
+        }
+        ds4rt_mmprof_batch(t_quant - t_start, t_end - t_start);
+    }
     return DS4RT_OK;
+}
+
+ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *x, int64_t n_tok, float *y) {
+    if (w == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: weight is NULL");
+    const ds4rt_matmul_job job = {.w = *w, .x = x, .n_tok = n_tok, .y = y};
+    return ds4rt_matmul_batch(pool, &job, 1);
 }
 
 /* ---------------- host entry points (public API) ---------------- */

@@ -37,6 +37,24 @@ typedef struct ds4rt_weight {
 ds4rt_status ds4rt_matmul(ds4rt_pool *pool, const ds4rt_weight *w, const float *x, int64_t n_tok,
                           float *y);
 
+/* One product of a batch: y = W x for n_tok rows of x (as ds4rt_matmul's arguments). */
+typedef struct ds4rt_matmul_job {
+    ds4rt_weight w;
+    const float *x;
+    int64_t n_tok;
+    float *y;
+} ds4rt_matmul_job;
+
+#define DS4RT_MATMUL_MAX_JOBS 64
+
+/* Computes n_jobs (<= DS4RT_MATMUL_MAX_JOBS) independent products in one pool dispatch: the
+ * rows of all the weights are split across the threads together, and jobs with the same x
+ * pointer, n_tok and activation type convert their activations once. Every y is bitwise what
+ * ds4rt_matmul gives for that job alone (the row and column split never changes a result). The
+ * jobs' outputs must not overlap each other or any x. All jobs are checked before any runs;
+ * errors as ds4rt_matmul's. */
+ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, int n_jobs);
+
 /* Dequantises n elements (a whole number of blocks) of `type` at src into dst, bit-exact with
  * gguf-py's dequantize(). */
 ds4rt_status ds4rt_dequantize_row(uint32_t type, const void *src, int64_t n, float *dst);

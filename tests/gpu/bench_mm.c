@@ -152,7 +152,9 @@ int main(int argc, char **argv) {
             uint64_t rb = 0;
             if (ds4rt_type_row_bytes(tc->type, C, &rb) != DS4RT_OK) continue;
             const uint64_t mbytes = rb * (uint64_t)R, stride = (mbytes + 255) & ~(uint64_t)255;
-            const uint32_t count = kind ? E : 1;
+            /* at most 4 GiB of experts (float types would need 8 GiB for 256) */
+            uint32_t count = kind ? E : 1;
+            if ((uint64_t)count * stride > ((uint64_t)4 << 30)) count = (uint32_t)(((uint64_t)4 << 30) / stride);
             void *dw = device_weights(tc, R, C, rb, count, stride);
             const int64_t xrows = kind ? (int64_t)nmax * k : nmax;
             float *hx = malloc(sizeof(float) * (size_t)(xrows * C));
@@ -199,8 +201,8 @@ int main(int argc, char **argv) {
                     }
                     const double bytes = (double)mbytes * (double)distinct;
                     printf("%s    {\"op\": \"%s\", \"type\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"n\": %d, "
-                           "\"slots\": %lld, \"matrices_read\": %llu, \"us\": %.3f, \"gbps\": %.1f, \"floor_us\": %.3f, "
-                           "\"of_floor\": %.3f}",
+                           "\"slots\": %lld, \"matrices_read\": %llu, \"us\": %.3f, \"gbps\": %.4g, \"floor_us\": %.3f, "
+                           "\"of_floor\": %.4g}",
                            first ? "" : ",\n", kind ? "experts" : with_conv ? "matmul+convert" : "matmul",
                            tc->name, (long long)R, (long long)C, n, (long long)slots, (unsigned long long)distinct, us,
                            bytes / (us * 1e3), bytes / (copy_gbps * 1e3),

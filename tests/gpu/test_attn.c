@@ -5,7 +5,7 @@
  *     the indexer's scores and selection, the compressor frontier; RoPE and the compressor's
  *     emitted rows too where both sides use the same libm (HIP-CPU), else within an ulp-level
  *     tolerance (a GPU's cos/sin/exp differ from glibc's by an ulp of float64);
- *   - within a stated tolerance where the GPU reduces in another order: RMS norm (one float ulp),
+ *   - within a stated tolerance where the GPU reduces in another order: RMS norm (two float ulps),
  *     attention (float32 split-key softmax);
  *   - batch invariance on the GPU, bitwise: row i alone equals row i of a batch of up to 17;
  *   - compressor rollback at every keep length across ratio-4 and ratio-128 emissions, and
@@ -153,7 +153,8 @@ static double max_abs(const float *a, const float *b, size_t n) {
 /* ---- RMS norm ------------------------------------------------------------------------------ */
 
 /* The CPU sums the squares sequentially in float64, the GPU in a fixed tree: the sums agree to
- * ~1e-13 relative, so the float scale (and every output) differs by at most one ulp. */
+ * ~1e-13 relative, so the float scale differs by at most one ulp (and only near a rounding
+ * boundary), and an output, two roundings later, by at most two. */
 static void test_rms_norm(void) {
     static const uint32_t widths[] = {1, 7, 64, 100, 512, 1024, 4096};
     uint64_t worst = 0;
@@ -192,7 +193,7 @@ static void test_rms_norm(void) {
     }
     char what[96];
     snprintf(what, sizeof what, "vs cpu, ulps (%zu of %zu values differ)", differ, total);
-    report("rms_norm", what, worst <= 1, (double)worst, 1);
+    report("rms_norm", what, worst <= 2, (double)worst, 2);
     report("rms_norm", "row alone == row in batch (bitwise)", invariant, !invariant, 0);
     report("rms_norm", "out aliasing x (bitwise)", alias_ok, !alias_ok, 0);
 }
@@ -270,7 +271,7 @@ static float *lowp_data(size_t cnt, uint32_t block) {
 
 static void test_lowp(int fp4) {
     const uint32_t blk = fp4 ? 32 : 64;
-    int ok = 1;
+    int ok = 1, invariant = 1;
     size_t total = 0;
     for (int trial = 0; trial < 10; trial++) {
         const int64_t rows = 1 + rnd(20);
@@ -284,17 +285,23 @@ static void test_lowp(int fp4) {
         float *res = gdown_f(gx, cnt);
         ok &= same_bits(res, cf(cx), cnt * 4); /* the untouched tail of each row included */
         total += cnt;
-        free(x), free(res);
+        gk(ds4rt_gk_memcpy_h2d(gx, x, cnt * 4, stream), "upload");
+        for (int64_t r = 0; r < rows; r++)
+            gk((fp4 ? ds4rt_gk_fp4_round : ds4rt_gk_fp8_round)(1, stride, width, gx + r * stride, stream), "row");
+        float *alone = gdown_f(gx, cnt);
+        invariant &= same_bits(alone, res, cnt * 4);
+        free(x), free(res), free(alone);
         cfree(cx);
         ds4rt_gk_free(gx);
     }
     char what[96];
     snprintf(what, sizeof what, "vs cpu, bitwise over %zu values (strided rows)", total);
     report(fp4 ? "fp4_round" : "fp8_round", what, ok, !ok, 0);
+    report(fp4 ? "fp4_round" : "fp8_round", "row alone == row in batch (bitwise)", invariant, !invariant, 0);
 }
 
 static void test_hadamard(void) {
-    int ok = 1;
+    int ok = 1, invariant = 1;
     for (uint32_t width = 1; width <= DS4RT_GK_HADAMARD_MAX; width *= 2) {
         const int64_t rows = 1 + rnd(9);
         const size_t cnt = (size_t)rows * width;
@@ -305,11 +312,16 @@ static void test_hadamard(void) {
         gk(ds4rt_gk_hadamard(rows, width, gx, stream), "hadamard");
         float *res = gdown_f(gx, cnt);
         ok &= same_bits(res, cf(cx), cnt * 4);
-        free(x), free(res);
+        gk(ds4rt_gk_memcpy_h2d(gx, x, cnt * 4, stream), "upload");
+        for (int64_t r = 0; r < rows; r++) gk(ds4rt_gk_hadamard(1, width, gx + r * width, stream), "hadamard row");
+        float *alone = gdown_f(gx, cnt);
+        invariant &= same_bits(alone, res, cnt * 4);
+        free(x), free(res), free(alone);
         cfree(cx);
         ds4rt_gk_free(gx);
     }
     report("hadamard", "vs cpu, bitwise, widths 1..4096", ok, !ok, 0);
+    report("hadamard", "row alone == row in batch (bitwise)", invariant, !invariant, 0);
 }
 
 /* ---- KV ring -------------------------------------------------------------------------------- */
@@ -356,28 +368,36 @@ static void gk_state(ds4rt_gk_comp_state *s, uint32_t rows, uint32_t width, uint
                                .d_out = gdev((size_t)cap * dim * 4), .rows = rows, .width = width, .cap = cap};
 }
 
-/* GPU state against CPU state: the frontier bitwise; emitted rows bitwise under the same libm,
- * else all but 0.1% of values within 4 ulps and those within one FP8/FP4 step (1/4 relative):
- * the pooling's float64 exp (and RoPE's cos/sin) may differ by an ulp, which moves a float
- * across a rounding boundary rarely, and the FP8/FP4 rounding after it then by one step. */
+/* GPU state against CPU state: the frontier bitwise; emitted rows bitwise under the same libm.
+ * On a GPU the pooling's float64 exp (and RoPE's cos/sin) may differ by an ulp, which moves a
+ * float across a rounding boundary rarely: a value is "near" when within 4 ulps or 1e-5 of
+ * its row's largest magnitude (the Hadamard sums a row's rounding differences); at most 0.1%
+ * of values may be farther, and only under FP8/FP4, by at most one quantisation step (the
+ * largest is FP4's 4 -> 6 of a block's 6: a third of the row's magnitude). */
 typedef struct comp_err {
     int frontier_ok;
     uint64_t worst_ulps;
     size_t far, total;
-    double worst_rel;
+    double worst_rel; /* |diff| / row magnitude over the far values */
 } comp_err;
 
 static void comp_compare(const comp_pair *p, const ds4rt_gk_comp_state *g, comp_err *e) {
     float *kv = gdown_f(g->d_kv, p->fr), *sc = gdown_f(g->d_score, p->fr), *out = gdown_f(g->d_out, p->outn);
     e->frontier_ok &= same_bits(kv, F_host(p->cs.kv), p->fr * 4) && same_bits(sc, F_host(p->cs.score), p->fr * 4);
     const float *ref = F_host(p->cs.out);
-    for (size_t i = 0; i < p->outn; i++) {
-        uint64_t u = ulps(out[i], ref[i]);
-        if (u > e->worst_ulps) e->worst_ulps = u;
-        if (u > 4) {
-            e->far++;
-            double rel = fabs((double)out[i] - ref[i]) / (fabs((double)ref[i]) + 1e-30);
-            if (rel > e->worst_rel) e->worst_rel = rel;
+    const uint32_t d = p->cd.dim;
+    for (size_t r0 = 0; r0 < p->outn; r0 += d) {
+        double rmax = 0;
+        for (size_t i = r0; i < r0 + d; i++) rmax = fabs((double)ref[i]) > rmax ? fabs((double)ref[i]) : rmax;
+        for (size_t i = r0; i < r0 + d; i++) {
+            const uint64_t u = ulps(out[i], ref[i]);
+            const double diff = fabs((double)out[i] - ref[i]);
+            if (u > e->worst_ulps) e->worst_ulps = u;
+            if (u > 4 && !(diff <= 1e-5 * rmax)) {
+                e->far++;
+                const double rel = rmax > 0 ? diff / rmax : INFINITY;
+                if (!(rel <= e->worst_rel)) e->worst_rel = rel;
+            }
         }
     }
     e->total += p->outn;
@@ -498,10 +518,10 @@ static void test_compressor(uint32_t R, uint32_t d, uint32_t n_rot, int post, ui
             tol = 0;
             snprintf(what, sizeof what, "R %u d %u %s %s: rows bitwise (ulps)", R, d, post_name(post), label[k]);
         } else {
-            ok = x->far * 1000 <= x->total && (x->far == 0 || (lowp && x->worst_rel <= 0.25));
+            ok = x->far * 1000 <= x->total && (x->far == 0 || (lowp && x->worst_rel <= 1.0 / 3));
             err = (double)x->far / (double)(x->total ? x->total : 1);
             tol = 1e-3;
-            snprintf(what, sizeof what, "R %u d %u %s %s: rows > 4 ulps (fraction)", R, d, post_name(post),
+            snprintf(what, sizeof what, "R %u d %u %s %s: rows, fraction not near", R, d, post_name(post),
                      label[k]);
         }
         report("compressor", what, ok, err, tol);
@@ -726,6 +746,111 @@ static void test_attention(void) {
     run_attention(&real, "real width, 1000 compressed rows");
 }
 
+/* ---- graph replay (CUDA): a captured pass stays valid at another position ------------------- */
+
+#if defined(DS4RT_WITH_CUDA)
+#include <cuda_runtime.h>
+
+typedef struct graph_case {
+    void *pass;
+    float *x, *ring, *out, *iq, *iw, *rows, *sinks, *u, *g;
+    int32_t *sel, *ns;
+    void *ascratch, *iscratch;
+    size_t asb, isb;
+    ds4rt_gk_comp_desc cd;
+    ds4rt_gk_comp_state cs;
+} graph_case;
+
+enum { G_N = 3, G_H = 4, G_D = 128, G_CAP = 64, G_W = 16, G_HI = 4, G_DI = 32, G_TOP = 8, G_COMP = 400 };
+
+/* One small pass: RoPE, ring store, compressor push, indexer, attention over ring + selected
+ * compressed rows. Everything it reads that changes per pass is in the pass block. */
+static void graph_pass(graph_case *c) {
+    const ds4rt_gk_rope_params rp = {.n_rot = 32, .base = 10000, .yarn = 0};
+    gk(ds4rt_gk_rope(c->pass, G_N, 1, G_D, &rp, 1, c->x, stream), "rope");
+    gk(ds4rt_gk_kv_store(c->pass, G_N, G_D, c->x, c->ring, G_CAP, stream), "kv_store");
+    gk(ds4rt_gk_comp_update(c->pass, G_N, &c->cd, &c->cs, c->u, c->g, stream), "comp_update");
+    gk(ds4rt_gk_indexer_topk(c->pass, G_N, G_HI, G_DI, G_TOP, G_COMP, c->iq, c->iw, c->rows, c->sel, c->ns,
+                             c->iscratch, c->isb, stream),
+       "indexer_topk");
+    const ds4rt_gk_attn_keys k = {.d_ring = c->ring, .ring_cap = G_CAP, .window = G_W, .comp_ratio = 4,
+                                  .d_comp = c->rows, .d_sel = c->sel, .d_n_sel = c->ns, .sel_stride = G_TOP};
+    gk(ds4rt_gk_attention(c->pass, G_N, G_H, G_D, &k, c->sinks, c->ring, c->out, c->ascratch, c->asb, stream),
+       "attention");
+}
+
+/* Sets the inputs and state to the same start, the pass block to pos0; returns the outputs. */
+static float *graph_run(graph_case *c, const float *x0, const float *ring0, int64_t pos0, int use_graph,
+                        cudaGraphExec_t exec) {
+    int64_t hdr[2] = {pos0, 0};
+    gk(ds4rt_gk_memcpy_h2d(c->pass, hdr, sizeof hdr, stream), "pass");
+    gk(ds4rt_gk_memcpy_h2d(c->x, x0, (size_t)G_N * G_D * 4, stream), "x");
+    gk(ds4rt_gk_memcpy_h2d(c->ring, ring0, (size_t)G_CAP * G_D * 4, stream), "ring");
+    gk(ds4rt_gk_comp_reset(&c->cs, stream), "comp_reset");
+    if (use_graph) gk(cudaGraphLaunch(exec, (cudaStream_t)stream) == cudaSuccess ? 0 : 4, "graph launch");
+    else graph_pass(c);
+    const size_t on = (size_t)G_N * G_H * G_D, cn = (size_t)c->cs.cap * c->cd.dim;
+    float *res = malloc((on + cn + (size_t)G_N * G_TOP) * sizeof *res);
+    gdown(res, c->out, on * 4);
+    gdown(res + on, c->cs.d_out, cn * 4);
+    gdown(res + on + cn, c->sel, (size_t)G_N * G_TOP * 4);
+    return res;
+}
+
+static void test_graph_replay(void) {
+    graph_case c;
+    memset(&c, 0, sizeof c);
+    float *x0 = rand_vec((size_t)G_N * G_D, -1, 1), *ring0 = rand_vec((size_t)G_CAP * G_D, -1, 1);
+    c.pass = gdev(16);
+    c.x = gdev((size_t)G_N * G_D * 4);
+    c.ring = gdev((size_t)G_CAP * G_D * 4);
+    c.out = gdev((size_t)G_N * G_H * G_D * 4);
+    float *h;
+    c.iq = gup(h = rand_vec((size_t)G_N * G_HI * G_DI, -1, 1), (size_t)G_N * G_HI * G_DI * 4), free(h);
+    c.iw = gup(h = rand_vec((size_t)G_N * G_HI, -1, 1), (size_t)G_N * G_HI * 4), free(h);
+    c.rows = gup(h = rand_vec((size_t)G_COMP * G_D, -1, 1), (size_t)G_COMP * G_D * 4), free(h);
+    c.sinks = gup(h = rand_vec(G_H, -1, 1), G_H * 4), free(h);
+    c.u = gup(h = rand_vec((size_t)G_N * 2 * G_DI, -1, 1), (size_t)G_N * 2 * G_DI * 4), free(h);
+    c.g = gup(h = rand_vec((size_t)G_N * 2 * G_DI, -1, 1), (size_t)G_N * 2 * G_DI * 4), free(h);
+    c.sel = gdev((size_t)G_N * G_TOP * 4);
+    c.ns = gdev((size_t)G_N * 4);
+    c.asb = ds4rt_gk_attention_scratch_bytes(G_N, G_H, G_D);
+    c.isb = ds4rt_gk_indexer_topk_scratch_bytes(G_N, G_COMP);
+    c.ascratch = gdev(c.asb);
+    c.iscratch = gdev(c.isb);
+    c.cd = (ds4rt_gk_comp_desc){.ratio = 4, .dim = G_DI, .d_ape = gup(h = rand_vec(4 * 2 * G_DI, -1, 1), 4 * 2 * G_DI * 4),
+                                .d_norm = NULL, .rms_eps = 1e-6f, .rope = {.n_rot = 16, .base = 160000, .yarn = 1,
+                                .yarn_scale = 1.0 / 16, .yarn_lo = 2, .yarn_hi = 6},
+                                .post = DS4RT_GK_COMP_POST_HADAMARD_FP4};
+    free(h);
+    gk_state(&c.cs, 8, 2 * G_DI, 400, G_DI);
+    /* the graph is captured once, with whatever the pass block holds */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    int ok = cudaStreamBeginCapture((cudaStream_t)stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess;
+    if (ok) {
+        graph_pass(&c);
+        ok = cudaStreamEndCapture((cudaStream_t)stream, &graph) == cudaSuccess &&
+             cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    }
+    int same = ok;
+    static const int64_t positions[] = {21, 1000, 1499, 63};
+    for (int p = 0; ok && p < 4; p++) {
+        float *direct = graph_run(&c, x0, ring0, positions[p], 0, exec);
+        float *replay = graph_run(&c, x0, ring0, positions[p], 1, exec);
+        const size_t count = (size_t)G_N * G_H * G_D + (size_t)c.cs.cap * G_DI + (size_t)G_N * G_TOP;
+        same &= same_bits(direct, replay, count * 4);
+        free(direct), free(replay);
+    }
+    if (ok) {
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
+    report("graph", "one capture replayed at 4 positions == direct launches", same, !same, 0);
+    free(x0), free(ring0);
+}
+#endif
+
 int main(int argc, char **argv) {
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -774,6 +899,9 @@ int main(int argc, char **argv) {
     test_indexer(2, 32, 64, 17000, 2); /* more tiles than the score kernel's grid */
     test_indexer_overflow();
     test_attention();
+#if defined(DS4RT_WITH_CUDA)
+    test_graph_replay();
+#endif
 
     co->ctx_free(cctx);
     ds4rt_backend_close(cbe);

@@ -13,7 +13,8 @@
  *     product of each slot's expert, and an invalid id giving NaN rows;
  *   - get_rows (with copies) against the CPU dequantiser, and an invalid id giving NaN.
  * Prints one line per check and "test_mm: N checks, M failed"; exit status 1 on any failure.
- * Usage: test_mm [--seed N] [--type NAME] [--quick]. tests/test_gpu_mm.py runs it.
+ * Usage: test_mm [--seed N] [--type NAME] [--quick] [--shape RxC [--misalign]] (one shape
+ * instead of the built-in set). tests/test_gpu_mm.py runs it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -283,13 +284,17 @@ static void check_refusals(void) {
 int main(int argc, char **argv) {
     uint64_t seed = 1;
     const char *only = NULL;
-    int quick = 0;
+    int quick = 0, misalign_only = 0;
+    long long shape_rows = 0, shape_cols = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--type") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%lldx%lld", &shape_rows, &shape_cols) != 2) shape_rows = 0;
+        } else if (!strcmp(argv[i], "--misalign")) misalign_only = 1;
         else {
-            fprintf(stderr, "usage: test_mm [--seed N] [--type NAME] [--quick]\n");
+            fprintf(stderr, "usage: test_mm [--seed N] [--type NAME] [--quick] [--shape RxC [--misalign]]\n");
             return 2;
         }
     }
@@ -311,7 +316,11 @@ int main(int argc, char **argv) {
                                                      tc->type == DS4RT_TYPE_MXFP4) ? 32 : 256;
         /* shapes: rows not multiples of the tiles; cols: one block, odd block counts, one that
          * spans several staging steps; float types also a count that is no lane period */
-        const int64_t shapes[][2] = {{13, k == 1 ? 7 : k}, {37, k == 1 ? 96 : 3 * k}, {9, k == 1 ? 352 : k == 32 ? 544 : 2304}};
+        if (shape_rows > 0) { /* one given shape (tests/test_gpu_mm.py searches them) */
+            check_shape(tc, shape_rows, shape_cols, misalign_only, quick);
+            continue;
+        }
+        const int64_t shapes[][2] = {{13, k == 1 ? 7 : k}, {37, k == 1 ? 96 : 3 * k}, {9, k == 1 ? 352 : k == 32 ? 2080 : 4352}};
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int mis = 0; mis < 2; mis++) {
                 if (quick && mis && s != 1) continue;

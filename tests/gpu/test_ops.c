@@ -12,7 +12,7 @@
  * elements that still agree bitwise is printed. Under HIP-CPU the libm is the host's, so only
  * the sums' order can differ there.
  *
- * Usage: test_ops [--seed N] [--only matmul|hc|argmax|add|confidence|swiglu|moe]. Prints one line per check and "test-ops: N checks, M failed";
+ * Usage: test_ops [--seed N] [--only matmul|hc|argmax|add|confidence|swiglu|moe|sample]. Prints one line per check and "test-ops: N checks, M failed";
  * exit status 1 if any failed, 77 when no device is present (a skip).
  */
 #include <math.h>
@@ -26,6 +26,7 @@
 #include "fp16.h"
 #include "gk.h"
 #include "ops.h"
+#include "sampling.h"
 #include "topk.h"
 
 /* ---- harness --------------------------------------------------------------------------------- */
@@ -92,12 +93,16 @@ static ds4rt_dbuf *cbuf(const void *host, size_t bytes) {
 }
 static float *cf(ds4rt_dbuf *b) { return (float *)b->ptr; }
 
-/* got vs ref: bitwise count; worst |got - ref| / (|ref| + scale); NaN/inf must agree exactly. */
+/* Same bits, or both NaN: a NaN's sign and payload are not part of any op's contract (x86
+ * propagates an input NaN's payload, a GPU returns its canonical NaN). */
+static bool same_f32(const float *a, const float *b) { return memcmp(a, b, 4) == 0 || (isnan(*a) && isnan(*b)); }
+
+/* got vs ref: bitwise count; worst |got - ref| / (|ref| + scale); inf and NaN must agree. */
 static double compare(const float *got, const float *ref, size_t n, double scale, size_t *same) {
     double worst = 0;
     *same = 0;
     for (size_t i = 0; i < n; i++) {
-        if (memcmp(&got[i], &ref[i], 4) == 0) {
+        if (same_f32(&got[i], &ref[i])) {
             (*same)++;
             continue;
         }
@@ -421,7 +426,7 @@ static void test_hc(uint32_t N, uint32_t D) {
 /* ---- row ops ---------------------------------------------------------------------------------- */
 
 static void test_argmax(void) {
-    static const uint32_t WIDTHS[] = {1, 7, 256, 1000, 5003};
+    static const uint32_t WIDTHS[] = {1, 7, 256, 1000, 5003, 20000};
     for (size_t wi = 0; wi < sizeof WIDTHS / sizeof WIDTHS[0]; wi++) {
         const uint32_t w = WIDTHS[wi];
         const int64_t rows = MAXN;
@@ -467,6 +472,15 @@ static void test_argmax(void) {
             same += one == got[r];
         }
         report("argmax", "row alone == in batch", same == (size_t)rows, 0, 0, same, (size_t)rows);
+        /* the split version: the same ids */
+        size_t sb = ds4rt_gk_argmax_scratch_bytes(rows, w);
+        void *scr = dev(NULL, sb);
+        int32_t split[MAXN];
+        GK(ds4rt_gk_argmax_split(rows, w, dx, di, scr, sb, stream));
+        get(split, di, (size_t)rows * 4);
+        snprintf(what, sizeof what, "split, width %u vs cpu", w);
+        expect_bits("argmax", what, split, ci->ptr, (size_t)rows);
+        ds4rt_gk_free(scr);
         ds4rt_gk_free(dx);
         ds4rt_gk_free(di);
         co->release(cbe, cx);
@@ -495,7 +509,9 @@ static void test_add_nonfinite(void) {
         get(&got_n, dn, 4);
         char what[64];
         snprintf(what, sizeof what, "count %lld vs cpu", (long long)count);
-        expect_bits("add", what, got, cf(co_), (size_t)count);
+        size_t same = 0;
+        for (int64_t i = 0; i < count; i++) same += same_f32(&got[i], &cf(co_)[i]);
+        report("add", what, same == (size_t)count, 0, 0, same, (size_t)count);
         snprintf(what, sizeof what, "count %lld (cpu %d) vs cpu", (long long)count, *(int32_t *)cn->ptr);
         expect_bits("nonfinite", what, &got_n, cn->ptr, 1);
         /* run twice: the count is replaced, not accumulated */
@@ -773,6 +789,84 @@ static void test_swiglu(void) {
     free(got);
 }
 
+/* The device sampler against the CPU's sampling functions with the same uniforms: ids must
+ * agree except where u * total falls within float64 rounding of a cumulative boundary, which
+ * random data essentially never hits; the final distributions within TOL_F64_PATH. */
+static void test_sample(void) {
+    static const struct {
+        float t;
+        int32_t k;
+        float p, mp;
+    } CASES[] = {{1.0f, 0, 1.0f, 0.0f},  {0.7f, 40, 1.0f, 0.0f}, {1.3f, 0, 0.9f, 0.0f}, {0.9f, 0, 1.0f, 0.05f},
+                 {1.0f, 50, 0.8f, 0.02f}, {1.0f, 0, 0.0f, 0.0f},  {2.0f, 3, 0.5f, 0.0f}, {0.0f, 0, 1.0f, 0.0f}};
+    const int64_t rows = 6;
+    const uint32_t V = 3001;
+    float *x = rnd((size_t)rows * V, -4, 4);
+    for (uint32_t i = 0; i < 30; i++) x[V + 100 + i] = 3.5f; /* ties of the top values */
+    x[2 * V + 5] = NAN;
+    for (uint32_t i = 0; i < V; i++) x[3 * V + i] = (float)(i % 7); /* many exact ties */
+    float *dx = dev(x, (size_t)rows * V * 4);
+    const uint64_t counter = 41;
+    uint64_t *dc = dev(&counter, 8);
+    int32_t *di = dev(NULL, (size_t)rows * 4), got[8], ref[8];
+    size_t sb = ds4rt_gk_sample_scratch_bytes(rows, V);
+    float *scr = dev(NULL, sb), *gp = malloc((size_t)rows * V * 4), *rp = malloc((size_t)rows * V * 4);
+    int32_t *widx = malloc(V * 4u);
+    float *wval = malloc(V * 4u);
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        ds4rt_gk_sample_params gpar = {.temperature = CASES[c].t, .top_k = CASES[c].k, .top_p = CASES[c].p,
+                                       .min_p = CASES[c].mp, .seed = 1234 + c};
+        ds4rt_sampler_params cpar;
+        CPU(ds4rt_sampler_params_init(&cpar, sizeof cpar));
+        cpar.temperature = CASES[c].t;
+        cpar.top_k = CASES[c].k;
+        cpar.top_p = CASES[c].p;
+        cpar.min_p = CASES[c].mp;
+        GK(ds4rt_gk_sample(&gpar, rows, V, dx, dc, di, scr, sb, stream));
+        get(got, di, (size_t)rows * 4);
+        for (int64_t r = 0; r < rows; r++) {
+            if (CASES[c].t > 0.0f) {
+                ds4rt_sampling_probs(&cpar, x + r * V, V, rp + r * V, widx, wval);
+                ref[r] = ds4rt_sample_probs(rp + r * V, V, ds4rt_gk_sample_uniform(gpar.seed, counter + (uint64_t)r));
+            } else {
+                ref[r] = ds4rt_argmax(x + r * V, V);
+            }
+        }
+        char what[96];
+        snprintf(what, sizeof what, "T %.1f k %d p %.2f min_p %.2f: ids vs cpu", CASES[c].t, CASES[c].k, CASES[c].p,
+                 CASES[c].mp);
+        expect_bits("sample", what, got, ref, (size_t)rows);
+        if (CASES[c].t > 0.0f) {
+            get(gp, scr, (size_t)rows * V * 4);
+            snprintf(what, sizeof what, "T %.1f k %d p %.2f min_p %.2f: distribution", CASES[c].t, CASES[c].k,
+                     CASES[c].p, CASES[c].mp);
+            expect_close("sample", what, gp, rp, (size_t)rows * V, 1e-3, TOL_F64_PATH);
+            /* batch invariance */
+            size_t same = 0;
+            for (int64_t r = 0; r < rows; r++) {
+                uint64_t cr = counter + (uint64_t)r;
+                GK(ds4rt_gk_memcpy_h2d(dc, &cr, 8, stream));
+                GK(ds4rt_gk_sample(&gpar, 1, V, dx + r * V, dc, di, scr, sb, stream));
+                int32_t one;
+                get(&one, di, 4);
+                same += one == got[r];
+            }
+            GK(ds4rt_gk_memcpy_h2d(dc, &counter, 8, stream));
+            GK(ds4rt_gk_stream_sync(stream));
+            report("sample", "row alone == in batch", same == (size_t)rows, 0, 0, same, (size_t)rows);
+        }
+    }
+    ds4rt_gk_free(dx);
+    ds4rt_gk_free(dc);
+    ds4rt_gk_free(di);
+    ds4rt_gk_free(scr);
+    free(x);
+    free(gp);
+    free(rp);
+    free(widx);
+    free(wval);
+}
+
 int main(int argc, char **argv) {
     uint64_t seed = 1;
     const char *only = NULL;
@@ -804,6 +898,7 @@ int main(int argc, char **argv) {
     RUN("swiglu", test_swiglu());
     RUN("moe", test_moe(false));
     RUN("moe", test_moe(true));
+    RUN("sample", test_sample());
 
     co->ctx_free(cctx);
     ds4rt_backend_close(cbe);

@@ -1,17 +1,20 @@
 """Float64 NumPy reference of DSpark speculative decoding for DeepSeek V4 Flash.
 
-Written from /work/shared/docs/dspark.md (§ numbers below refer to it; `arch §` refers to
-dsv4-architecture.md). It follows DeepSeek's own reference drafter as dspark.md states it in
-its [settled] points, not ds4 where the two differ. The readings of the specification and every
+Written from DeepSeek's own reference drafter (`inference/model.py` of
+https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash-DSpark) and DeepSpec's verification
+(https://github.com/deepseek-ai/DeepSpec), not ds4 where they differ; docs/DSPARK.md is ds4rt's
+account of it. "Step N" and "reading N" below are the numbered items of docs/DSPARK_REFERENCE.md
+"The algorithm as implemented" and "Readings of the specification"; the file formats are
+docs/DSPARK.md "Support file layout" (SFL below). The readings of the specification and every
 departure from ds4 are listed in docs/DSPARK_REFERENCE.md.
 
-* `read_support_metadata` / `load_support` read ds4's support GGUF (§5): the `mtp.N.` stages,
-  metadata under the three key spellings of §5.5, the stage count from tensor names.
+* `read_support_metadata` / `load_support` read ds4's support GGUF (SFL): the `mtp.N.` stages,
+  metadata under the three key spellings, the stage count from tensor names.
 * `Drafter` runs the stages as a DeepSeek V4 block stack (a `dsv4_ref.Model` over the stage
   weights, so HC pre/post/head, RoPE, FP8, sinks, grouped output and MoE are the target
   reference's own primitives), with explicit per-stage KV rings (`StageRing`).
 * `verify_greedy` / `verify_sampled` and `SpeculativeSession` / `speculative_generate` are the
-  decoding loop (§3.1, §3.3, §4); `plain_generate` is the non-speculative loop it must match.
+  decoding loop (steps 6 and 7); `plain_generate` is the non-speculative loop it must match.
 """
 
 from __future__ import annotations
@@ -39,16 +42,16 @@ from .dsv4_ref import (
 )
 
 SUPPORT_ARCH = "deepseek4-dspark"
-DEFAULT_WINDOW = 128  # context rows per stage (§1.2, §2.6)
-MAX_TARGET_LAYERS = 8  # ds4 DS4_DSPARK_MAX_TARGET_LAYERS (§5.5)
-MAX_STAGES = 8  # ds4 DS4_DSPARK_MAX_STAGES (§5.4)
-MAX_BLOCK_SIZE = 16  # ds4 DS4_DSPARK_MAX_BLOCK_SIZE (§5.5)
-RESIDUAL_MASS_FLOOR = 1e-8  # §3.3: below this the rejection residual falls back to p
+DEFAULT_WINDOW = 128  # context rows per stage (step 1, reading 1)
+MAX_TARGET_LAYERS = 8  # ds4 DS4_DSPARK_MAX_TARGET_LAYERS (SFL)
+MAX_STAGES = 8  # ds4 DS4_DSPARK_MAX_STAGES (SFL)
+MAX_BLOCK_SIZE = 16  # ds4 DS4_DSPARK_MAX_BLOCK_SIZE (SFL)
+RESIDUAL_MASS_FLOOR = 1e-8  # step 6: below this the rejection residual falls back to p
 METADATA_KEYS = ("block_size", "markov_rank", "noise_token_id", "target_layer_ids")
-# §5.5: for each key the first hit among these spellings wins
+# SFL: for each key the first hit among these spellings wins
 KEY_SPELLINGS = ("deepseek4.dspark.{}", "deepseek4.dspark_{}", "dspark.{}")
 
-# ds4 support names of the final-stage-only and stage-0-only tensors (§5.4)
+# ds4 support names of the final-stage-only and stage-0-only tensors (SFL)
 STAGE0_ONLY = ("main_proj.weight", "main_norm.weight")
 LAST_ONLY = (
     "norm.weight",
@@ -62,10 +65,10 @@ LAST_ONLY = (
 
 
 # ---------------------------------------------------------------------------------------------
-# Support file: metadata (§5.5), stage count and tensor table (§5.4)
+# Support file: metadata, stage count and tensor table (SFL)
 # ---------------------------------------------------------------------------------------------
 class SupportError(ValueError):
-    """A support file that ds4rt must refuse at load time (§5.8: every problem is fatal)."""
+    """A support file that ds4rt must refuse at load time (SFL: every problem is fatal)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,7 @@ class DSparkParams:
     block_size: int  # B
     markov_rank: int  # R
     noise_token_id: int
-    target_layer_ids: tuple[int, ...]  # 0-based outputs of these target layers (§2.3)
+    target_layer_ids: tuple[int, ...]  # 0-based outputs of these target layers (reading 3)
     n_stages: int  # S, from tensor names
     keys: dict = field(default_factory=dict, compare=False)  # metadata key -> spelling used
 
@@ -93,7 +96,7 @@ def _as_int(key: str, v) -> int:
 
 
 def read_support_metadata(fields: dict, n_stages: int, n_layer: int, n_vocab: int) -> DSparkParams:
-    """The four DSpark keys (three spellings each, §5.5), validated against the target.
+    """The four DSpark keys (three spellings each, SFL), validated against the target.
 
     `fields` maps GGUF keys to Python values (GGUF arrays as lists). Every message names the key
     that was read, in the spelling the file used."""
@@ -115,7 +118,7 @@ def read_support_metadata(fields: dict, n_stages: int, n_layer: int, n_vocab: in
 
 
 def check_params(dp: DSparkParams, n_layer: int, n_vocab: int) -> None:
-    """§5.5 checks of DSpark parameters against the target; messages name the metadata key in
+    """SFL checks of DSpark parameters against the target; messages name the metadata key in
     the spelling that was read (dp.keys), or the bare `dspark.` spelling."""
 
     def key(k):
@@ -152,7 +155,7 @@ _STAGE_NAME = re.compile(r"^mtp\.(\d+)\.(.+)$")
 
 
 def stage_count_from_names(names) -> int:
-    """Highest `mtp.N.` index + 1 (§5.4); refused above MAX_STAGES or with none."""
+    """Highest `mtp.N.` index + 1 (SFL); refused above MAX_STAGES or with none."""
     stages = [int(m.group(1)) for n in names if (m := _STAGE_NAME.match(n))]
     if not stages:
         raise SupportError("no mtp.N. tensors: not a DSpark support file")
@@ -163,9 +166,9 @@ def stage_count_from_names(names) -> int:
 
 
 def stage_hparams(hp: HParams, n_stages: int) -> HParams:
-    """The stages as a DeepSeek V4 stack: every dimension from the target (§5.1), no compressor,
-    indexer or hash routing (§2.2), and the target's SwiGLU clamps (the official code has one
-    global limit; the value of the target's last layer is used)."""
+    """The stages as a DeepSeek V4 stack: every dimension from the target (reading 6), no
+    compressor, indexer or hash routing (step 3), and the target's SwiGLU clamps (the official code
+    has one global limit; the value of the target's last layer is used)."""
     return hp.replace(
         n_layer=n_stages,
         compress_ratios=(0,) * n_stages,
@@ -177,7 +180,7 @@ def stage_hparams(hp: HParams, n_stages: int) -> HParams:
 
 
 def support_shapes(hp: HParams, dp: DSparkParams) -> dict[str, tuple[int, ...]]:
-    """NumPy shapes (reversed ne) of every tensor of a support file with S stages (§5.4)."""
+    """NumPy shapes (reversed ne) of every tensor of a support file with S stages (SFL)."""
     S, D, R, N = dp.n_stages, hp.n_embd, dp.markov_rank, hp.hc_count
     out = {}
     for name, shape in expected_shapes(stage_hparams(hp, S)).items():
@@ -197,7 +200,7 @@ def support_shapes(hp: HParams, dp: DSparkParams) -> dict[str, tuple[int, ...]]:
 
 
 def check_support_weights(hp: HParams, dp: DSparkParams, w: dict) -> dict[str, np.ndarray]:
-    """Every tensor of §5.4 present with its shape, nothing else under `mtp.`; float64 copies."""
+    """Every tensor of SFL present with its shape, nothing else under `mtp.`; float64 copies."""
     exp = support_shapes(hp, dp)
     problems = []
     out = {}
@@ -240,7 +243,7 @@ def load_support(path, hp: HParams):
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-stage KV ring (§2.6)
+# Per-stage KV ring (step 1)
 # ---------------------------------------------------------------------------------------------
 class RingError(RuntimeError):
     pass
@@ -366,7 +369,7 @@ def pick_token(logits, temperature: float, rand) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# The drafter (§2)
+# The drafter (steps 1 to 5)
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class Proposal:
@@ -377,7 +380,7 @@ class Proposal:
     p: int  # last committed position; the anchor sits at p + 1
     ids: list  # block input ids [anchor, noise * (B-1)]
     positions: np.ndarray  # p+1 .. p+B
-    h: np.ndarray  # [B, D] hc_head output of the last stage, pre-norm (§1.4, §2.8)
+    h: np.ndarray  # [B, D] hc_head output of the last stage, pre-norm (steps 4 and 5)
     hn: np.ndarray  # [B, D] RMSNorm(h, norm of the last stage)
     base_logits: np.ndarray  # [B, V] U_i = output · hn_i
     prev: list  # Markov predecessors prev_i (prev_0 = anchor), for every evaluated slot
@@ -396,10 +399,10 @@ class Proposal:
 class Drafter:
     """DeepSeek V4 Flash DSpark drafter over the target reference model's embeddings and head.
 
-    `window` is the number of context rows per stage (default 128, §1.2/§2.6; the official code
+    `window` is the number of context rows per stage (default 128, reading 1; the official code
     sizes it with the same `window_size` as the target's sliding window, also 128 for Flash).
     `simulate_quant` (default: the target's) applies the FP8 round trip to the non-RoPE dims of
-    every context and block KV row (§2.6, official numerics); off = llama.cpp's numerics."""
+    every context and block KV row (reading 5, official numerics); off = llama.cpp's numerics."""
 
     def __init__(
         self,
@@ -433,9 +436,9 @@ class Drafter:
         for k in ("fn", "scale", "base"):
             sw[f"output_hc_{k}.weight"] = w[last + f"hc_head_{k}.weight"]
         # the stage stack: blk.s = mtp.s, output head = the last stage's hc_head + norm + the
-        # target's output (the llama.cpp dflash layout, §6)
+        # target's output (the llama.cpp dflash layout, docs/DSPARK_REFERENCE.md "The converter")
         self.stages = Model(stage_hparams(hp, S), sw, simulate_quant=self.simulate_quant)
-        self.rope = RopeParams(hp.n_rot, hp.rope_base)  # base rope.freq_base, no YaRN (§2.2)
+        self.rope = RopeParams(hp.n_rot, hp.rope_base)  # base rope.freq_base, no YaRN (reading 5)
         self.main_proj = w["mtp.0.main_proj.weight"]
         self.main_norm = w["mtp.0.main_norm.weight"]
         self.markov_w1 = w[last + "markov_head.markov_w1.weight"]  # [V, R]
@@ -457,13 +460,13 @@ class Drafter:
 
     def new_state(self, base: int = 0, capacity: int | None = None) -> DrafterState:
         """Empty rings whose next position is `base`. Default capacity: window + B + 1, room for
-        the context rows of a whole verify pass appended and cropped back (§4)."""
+        the context rows of a whole verify pass appended and cropped back (reading 2)."""
         cap = self.window + self.block_size + 1 if capacity is None else capacity
         return DrafterState(
             [StageRing(self.window, cap, self.hp.head_dim, base) for _ in range(self.dp.n_stages)]
         )
 
-    # -- context rows (§2.3, §2.4, §2.6) --
+    # -- context rows (readings 3 to 5) --
     def fuse(self, capture: dict) -> np.ndarray:
         """main_x = RMSNorm_w(main_proj · concat(captures in ascending layer order), main_norm)."""
         h = np.concatenate(
@@ -482,7 +485,7 @@ class Drafter:
         return kv
 
     def context_rows(self, main_x, pos: int) -> list[np.ndarray]:
-        """The context KV row of position pos for every stage (no HC, no attn_norm, §2.6)."""
+        """The context KV row of position pos for every stage (no HC, no attn_norm, reading 5)."""
         return [self.kv_row(s, main_x, pos) for s in range(self.dp.n_stages)]
 
     def commit(self, state: DrafterState, pos: int, capture: dict) -> np.ndarray:
@@ -493,7 +496,7 @@ class Drafter:
             ring.append(pos, row)
         return main_x
 
-    # -- one stage over the block (§2.7 as the reference runs it) --
+    # -- one stage over the block (step 3 as the reference runs it) --
     def stage_forward(self, s: int, X, ids, positions, ctx_rows):
         """Stage s on the block's HC state X [B, N, D] given the visible context rows
         [n_ctx, d_h]; returns (X_out, trace). Every block row attends, non-causally, to all
@@ -583,7 +586,7 @@ class Drafter:
             hn.append(tr["head_yn"])
         return ids, positions, np.array(h), np.array(hn), np.array(U), traces
 
-    # -- heads (§1.3, §1.4, §2.9 as the reference runs them) --
+    # -- heads (step 5 as the reference runs them) --
     def markov_bias(self, prev: int) -> np.ndarray:
         return self.markov_w2 @ self.markov_w1[int(prev)]
 
@@ -662,7 +665,7 @@ class Drafter:
 
 
 # ---------------------------------------------------------------------------------------------
-# Verification (§3.1, §3.3)
+# Verification (step 6)
 # ---------------------------------------------------------------------------------------------
 def verify_greedy(drafts, target_logits) -> tuple[int, int]:
     """Longest prefix with d_k == argmax(row k-1), then the argmax after it (the bonus).
@@ -674,7 +677,7 @@ def verify_greedy(drafts, target_logits) -> tuple[int, int]:
 
 
 def verify_sampled(drafts, q_rows, p_rows, rand) -> tuple[int, int]:
-    """Speculative sampling (§3.3): accept d_k with probability min(1, p_k(d_k)/q_k(d_k)), left to
+    """Speculative sampling (step 6): accept d_k with probability min(1, p_k(d_k)/q_k(d_k)), left to
     right; at the first rejection sample norm(max(0, p_k - q_k)) (p_k when its mass is <= 1e-8);
     after a full accept sample the bonus from p_n. q_rows[k] is the distribution d_k was drawn
     from, p_rows[k] the target's at the row of input k. Rows are read lazily, in order."""
@@ -692,12 +695,12 @@ def verify_sampled(drafts, q_rows, p_rows, rand) -> tuple[int, int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Target rollback (§4): per-position checkpoints taken during the verify pass
+# Target rollback (step 7): per-position checkpoints taken during the verify pass
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class TargetCheckpoint:
-    """What the target state needs to return to a position: list lengths and compressor
-    frontiers (raw/compressed rows past the prefix are dropped by truncation, arch §11)."""
+    """What the target state needs to return to a position: list lengths and compressor frontiers
+    (raw/compressed rows past the prefix are dropped by truncation, docs/MODEL.md "Rollback")."""
 
     n_tokens: int
     lengths: list
@@ -741,7 +744,7 @@ class Cycle:
 
 
 class SpeculativeSession:
-    """Target + drafter state of one sequence, in the reference alignment (§2.5).
+    """Target + drafter state of one sequence, in the reference alignment (step 2).
 
     After `prefill`, the target has run positions 0..p, every stage ring holds the context rows
     of 0..p, and `anchor` is the token at p+1 (sampled, not yet run by the target). `cycle`

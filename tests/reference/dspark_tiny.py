@@ -1,10 +1,10 @@
 """Tiny random DSpark support models for the DSpark reference tests.
 
-`random_support_weights()` draws every tensor of ds4's support layout (dspark.md §5.4) for a
-tiny target (`tiny.tiny_float_hparams()` or any HParams), with values exactly representable in
-the dtype `write_support_gguf()` stores them in (F32; routed experts F16), so a file read back
-equals the in-memory weights. `write_support_gguf()` writes ds4's layout with the metadata of
-§5.1 under any of the three key spellings of §5.5.
+`random_support_weights()` draws every tensor of ds4's support layout (docs/DSPARK.md "Support file
+layout") for a tiny target (`tiny.tiny_float_hparams()` or any HParams), with values exactly
+representable in the dtype `write_support_gguf()` stores them in (F32; routed experts F16), so a
+file read back equals the in-memory weights. `write_support_gguf()` writes ds4's layout with the
+metadata that ds4's converter writes, under any of the three key spellings.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def random_support_weights(
 
 
 def support_metadata(dp: DSparkParams, spelling: str = "bare") -> dict:
-    """The four DSpark keys of §5.5 in one spelling ('dotted', 'underscore', 'bare' or a format
+    """The four DSpark keys in one spelling ('dotted', 'underscore', 'bare' or a format
     string), as {key: value}."""
     fmt = SPELLINGS.get(spelling, spelling)
     return {
@@ -96,7 +96,7 @@ def write_support_gguf(
     extra_metadata: dict | None = None,
     name: str = "ds4rt tiny DSpark support (dspark_tiny)",
 ) -> None:
-    """A ds4-layout support GGUF (§5.1): general.*, the DSpark keys (u32; target ids as a UINT32
+    """A ds4-layout support GGUF: general.*, the DSpark keys (u32; target ids as a UINT32
     or INT32 array), stage_count / n_layers, then the tensors in `weights` order (F32, routed
     experts F16). `extra_metadata` adds {key: (GGUFValueType name, value)} entries."""
     import gguf

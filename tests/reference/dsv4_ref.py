@@ -1,15 +1,17 @@
 """Float64 NumPy reference of the DeepSeek V4 Flash target forward pass.
 
-Written from /work/shared/docs/dsv4-architecture.md (§ numbers below refer to it). It is the
-arbiter of correctness for ds4rt's C forward pass, compared per sublayer with resynchronisation
-(§14): every sublayer is a function of explicit inputs, so a test can feed the C implementation's
-hyper-connection state into it. Readings of the specification that needed a choice are listed in
-docs/REFERENCE.md.
+Written from docs/MODEL.md ("The forward pass, formula by formula" and the sections around it; a
+section name in quotes below is that page's) and DeepSeek's `inference/model.py`
+(https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash). It is the arbiter of correctness for ds4rt's
+C forward pass, compared per sublayer with resynchronisation (docs/REFERENCE.md, "Comparing by
+resynchronisation"): every sublayer is a function of explicit inputs, so a test can feed the C
+implementation's hyper-connection state into it. Readings of the specification that needed a choice
+are listed in docs/REFERENCE.md.
 
 Numerics: every value is float64 and every formula is evaluated exactly as written (no F16 caches,
 no activation quantisation). `simulate_quant=True` (default, the official semantics) applies the
-FP8 round trip to the KV "nope" dims of raw and compressed rows (§5.3) and the FP4 round trip to
-the indexer q/k after the Hadamard rotation (§5.6.1); `simulate_quant=False` skips both rounding
+FP8 round trip to the KV "nope" dims of raw and compressed rows and the FP4 round trip to
+the indexer q/k after the Hadamard rotation ("Numerics"); `simulate_quant=False` skips both rounding
 steps ("llama.cpp-compatible numerics"; the Hadamard rotation is kept, it does not change scores).
 `f16_cache=True` additionally rounds every stored raw/compressed/indexer row to F16, as ds4 does.
 """
@@ -25,21 +27,21 @@ import numpy as np
 from .lowp import fp4_roundtrip, fp8_roundtrip, hadamard
 
 ARCH = "deepseek4"
-ROUTER_WEIGHT_SUM_FLOOR = 6.103515625e-5  # §6.1 (ds4/llama.cpp guard)
+ROUTER_WEIGHT_SUM_FLOOR = 6.103515625e-5  # "MoE" (ds4/llama.cpp guard)
 GATING_FUNC_SQRT_SOFTPLUS = 4  # llama.cpp's enum value for deepseek4.expert_gating_func
 
 
 # ---------------------------------------------------------------------------------------------
-# Hyperparameters (§1, §2.2, §2.3)
+# Hyperparameters ("Hyperparameters", "Key types", "Derived values")
 # ---------------------------------------------------------------------------------------------
 def real_compress_ratios(n_layer: int) -> tuple[int, ...]:
-    """§2.3 pattern: 0 for l < 2, then 4 for even l and 128 for odd l."""
+    """The real pattern ("Derived values"): 0 for l < 2, then 4 for even l and 128 for odd l."""
     return tuple(0 if il < 2 else (4 if il % 2 == 0 else 128) for il in range(n_layer))
 
 
 @dataclass(frozen=True)
 class HParams:
-    """Model hyperparameters. Defaults are the real model's values (§2.2 table)."""
+    """Model hyperparameters. Defaults are the real model's values ("Derived values")."""
 
     n_layer: int = 43  # L
     n_embd: int = 4096  # D
@@ -94,7 +96,7 @@ class HParams:
         if problems:
             raise ValueError("invalid DeepSeek V4 hyperparameters: " + "; ".join(problems))
 
-    # -- derived values (§2.3) --
+    # -- derived values ("Derived values") --
     @property
     def d_nope(self) -> int:
         return self.head_dim - self.n_rot
@@ -128,7 +130,7 @@ class HParams:
         return il < self.n_hash
 
     def problems(self) -> list[str]:
-        """§13.1 shape constraints that the formulas need (empty list = fine)."""
+        """The "Shape constraints" that the formulas need (empty list = fine)."""
         p = []
         L = self.n_layer
         if L < 1:
@@ -144,7 +146,7 @@ class HParams:
         if self.n_rot % 2 or self.n_rot > self.head_dim or self.n_rot > self.idx_dim:
             p.append("n_rot must be even and <= head_dim and <= indexer key_length")
         if self.d_nope % 64:
-            p.append("head_dim - n_rot must be a multiple of 64 (FP8 blocks, §5.3)")
+            p.append("head_dim - n_rot must be a multiple of 64 (FP8 blocks)")
         if any(r == 4 for r in self.compress_ratios[:L]):
             if self.idx_dim & (self.idx_dim - 1) or self.idx_dim % 32:
                 p.append("indexer key_length must be a power of two and a multiple of 32")
@@ -156,10 +158,10 @@ class HParams:
             p.append("top_k, sliding_window, hc count and sinkhorn iterations must be >= 1")
         return p
 
-    # -- GGUF metadata (§2.2) --
+    # -- GGUF metadata ("Hyperparameters", "Key types") --
     @classmethod
     def from_gguf(cls, reader) -> HParams:
-        """Read the deepseek4.* keys (defaults of §2.2 where a key is absent)."""
+        """Read the deepseek4.* keys (the real model's values where a key is absent)."""
         from gguf import GGUFReader
 
         if not isinstance(reader, GGUFReader):
@@ -256,13 +258,13 @@ class HParams:
 
 
 # ---------------------------------------------------------------------------------------------
-# Weights (§1 conventions, §3 inventory)
+# Weights ("Tensors")
 # ---------------------------------------------------------------------------------------------
 INT_TYPES = ("I8", "I16", "I32", "I64")
 
 
 def expected_shapes(hp: HParams) -> dict[str, tuple[int, ...]]:
-    """NumPy shapes (reversed GGML ne) of every tensor the forward pass reads (§3).
+    """NumPy shapes (reversed GGML ne) of every tensor the forward pass reads ("Tensors").
 
     2-D weights are [out, in]; expert tensors [E, out, in]; ape [R, coff*d]; tid2eid [V, k].
     `exp_probs_b.bias` of hash layers is optional and not listed."""
@@ -323,7 +325,7 @@ def expected_shapes(hp: HParams) -> dict[str, tuple[int, ...]]:
 
 def load_gguf_tensors(reader) -> dict[str, np.ndarray]:
     """Every tensor of a GGUF file: float types dequantised (gguf.quants.dequantize) to float64,
-    integer types kept as int64; shaped as reversed ne (§1)."""
+    integer types kept as int64; shaped as reversed ne ("Tensors")."""
     from gguf import GGUFReader
     from gguf.quants import dequantize
 
@@ -341,7 +343,7 @@ def load_gguf_tensors(reader) -> dict[str, np.ndarray]:
 
 
 def check_weights(hp: HParams, w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Validate names/shapes against §3 and normalise layouts (3-D attn_output_a -> 2-D).
+    """Validate names/shapes against "Tensors" and normalise layouts (3-D attn_output_a -> 2-D).
 
     Returns a new dict of float64 arrays (int64 for tid2eid)."""
     exp = expected_shapes(hp)
@@ -357,7 +359,7 @@ def check_weights(hp: HParams, w: dict[str, np.ndarray]) -> dict[str, np.ndarray
             hp.o_lora_rank,
             hp.group_dim,
         ):
-            a = a.reshape(shape)  # llama.cpp's 3-D form, same bytes (§3.3)
+            a = a.reshape(shape)  # llama.cpp's 3-D form, same bytes ("Tensors")
         if a.shape != shape:
             problems.append(f"{name}: shape {a.shape}, expected {shape}")
             continue
@@ -378,7 +380,7 @@ def check_weights(hp: HParams, w: dict[str, np.ndarray]) -> dict[str, np.ndarray
 
 
 # ---------------------------------------------------------------------------------------------
-# Elementary functions (§1)
+# Elementary functions ("Conventions")
 # ---------------------------------------------------------------------------------------------
 def sigmoid(x):
     x = np.asarray(x, dtype=np.float64)
@@ -422,10 +424,11 @@ def topk_stable(v, k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Hyper-connections (§4)
+# Hyper-connections ("Hyper-connections")
 # ---------------------------------------------------------------------------------------------
 def sinkhorn(c0, iters: int, eps: float):
-    """§4.2 step 6: row softmax + eps, one column normalisation, then (iters-1) x (row, column)."""
+    """Sinkhorn ("Hyper-connections", HC pre step 3): row softmax + eps, one column normalisation,
+    then (iters-1) x (row, column)."""
     c = softmax(c0, axis=1) + eps
     c = c / (c.sum(axis=0, keepdims=True) + eps)
     for _ in range(iters - 1):
@@ -441,7 +444,7 @@ def hc_mixes(X, fn, norm_eps: float):
 
 
 def hc_pre(X, fn, scale, base, *, norm_eps: float, hc_eps: float, iters: int):
-    """§4.2. Returns (x, pre, post, comb): sublayer input, the N pre weights, N post weights and
+    """HC pre. Returns (x, pre, post, comb): sublayer input, the N pre weights, N post weights and
     the N×N Sinkhorn matrix comb[a, b] (built from m_comb[a*N + b])."""
     N = X.shape[0]
     m = hc_mixes(X, fn, norm_eps)
@@ -454,19 +457,19 @@ def hc_pre(X, fn, scale, base, *, norm_eps: float, hc_eps: float, iters: int):
 
 
 def hc_post(f, X, post, comb):
-    """§4.3: X_new[j] = post[j]·f + Σ_i comb[i, j]·X_old[i]."""
+    """HC post: X_new[j] = post[j]·f + Σ_i comb[i, j]·X_old[i]."""
     return np.outer(post, f) + comb.T @ X
 
 
 def hc_head(X, fn, scale, base, *, norm_eps: float, hc_eps: float):
-    """§4.5: y = Σ_h (σ(scale[0]·m[h] + base[h]) + eps)·X[h]."""
+    """HC head: y = Σ_h (σ(scale[0]·m[h] + base[h]) + eps)·X[h]."""
     m = hc_mixes(X, fn, norm_eps)
     w = sigmoid(scale[0] * m + base) + hc_eps
     return w @ X
 
 
 # ---------------------------------------------------------------------------------------------
-# RoPE (§5.2)
+# RoPE ("RoPE")
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RopeParams:
@@ -480,7 +483,7 @@ class RopeParams:
 
 
 def rope_params(hp: HParams, il: int) -> RopeParams:
-    """Dense layers: rope.freq_base, no YaRN; compressed layers: compress base + YaRN (§2.3)."""
+    """Dense layers: rope.freq_base, no YaRN; compressed layers: compress base + YaRN ("RoPE")."""
     if hp.ratio(il) == 0:
         return RopeParams(hp.n_rot, hp.rope_base)
     return RopeParams(
@@ -534,7 +537,7 @@ def rope(x, pos: int, rp: RopeParams, inverse: bool = False):
 
 
 # ---------------------------------------------------------------------------------------------
-# KV compressor (§5.5) and indexer (§5.6)
+# KV compressor ("Compressors") and indexer ("Indexer")
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class CompressorState:
@@ -558,7 +561,7 @@ class CompressorState:
 
 
 def compressor_inputs(xn, w_kv, w_gate, ape, pos: int):
-    """u = W_kv·xn and g = W_gate·xn + ape[pos mod R] (§5.5)."""
+    """u = W_kv·xn and g = W_gate·xn + ape[pos mod R]."""
     R = ape.shape[0]
     return w_kv @ xn, w_gate @ xn + ape[pos % R]
 
@@ -587,13 +590,13 @@ def compressor_step(st: CompressorState, u, g, pos: int):
 
 
 def indexer_qat(x, simulate_quant: bool):
-    """§5.6.1 on the last axis: Hadamard rotation, then (official semantics) the FP4 round trip."""
+    """Hadamard rotation on the last axis, then (official semantics) FP4 ("Indexer")."""
     y = hadamard(x)
     return fp4_roundtrip(y) if simulate_quant else y
 
 
 def indexer_scores(qi, w, keys):
-    """s_c = Σ_h w[h]·max(0, qi[h]·k_c) for every row k_c of keys (§5.6.2)."""
+    """s_c = Σ_h w[h]·max(0, qi[h]·k_c) for every row k_c of keys."""
     if len(keys) == 0:
         return np.zeros(0)
     dots = np.asarray(qi) @ np.asarray(keys).T  # [Hi, n]
@@ -609,7 +612,7 @@ def indexer_select(scores, k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Attention core (§5.7)
+# Attention core ("Attention")
 # ---------------------------------------------------------------------------------------------
 def attention_with_sinks(q, keys, sinks, scale: float):
     """o[h] = Σ_j e^{z_j - M}·k_j / (e^{sink_h - M} + Σ_j e^{z_j - M}), z = scale·q[h]·k_j."""
@@ -621,7 +624,7 @@ def attention_with_sinks(q, keys, sinks, scale: float):
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-session state (§11.1)
+# Per-session state ("Per-session state")
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class LayerState:
@@ -664,7 +667,7 @@ class State:
 
 
 # ---------------------------------------------------------------------------------------------
-# The model (§4.4, §5, §6, §7, §8)
+# The model ("The forward pass, formula by formula")
 # ---------------------------------------------------------------------------------------------
 class Model:
     def __init__(
@@ -703,7 +706,7 @@ class Model:
 
     # -- embedding and HC helpers --
     def embed(self, token: int):
-        """X[h] = token_embd[t] for every stream (§4.1)."""
+        """X[h] = token_embd[t] for every stream."""
         e = self.w["token_embd.weight"][int(token)]
         return np.tile(e, (self.hp.hc_count, 1))
 
@@ -719,10 +722,10 @@ class Model:
             iters=self.hp.sinkhorn_iters,
         )
 
-    # -- attention sublayer (§5) --
+    # -- attention sublayer ("Attention") --
     def compress_row(self, il: int, z, pos_block: int, indexer: bool):
-        """§5.5 post-processing of a pooled row: norm, RoPE at the block's first position, then
-        FP8 (attention) or Hadamard + FP4 (indexer)."""
+        """Post-processing of a pooled row ("Compressors"): norm, RoPE at the block's first
+        position, then FP8 (attention) or Hadamard + FP4 (indexer)."""
         hp = self.hp
         prefix = "indexer_compressor" if indexer else "attn_compressor"
         row = rms_norm(z, self.lw(il, f"{prefix}_norm.weight"), hp.rms_eps)
@@ -742,7 +745,7 @@ class Model:
             raise ValueError(f"layer {il}: state holds {len(st.raw)} raw rows, position is {pos}")
         rp = self.rope[il]
         eps = hp.rms_eps
-        # §5.1 projections
+        # projections
         qr = rms_norm(self.lw(il, "attn_q_a.weight") @ xn, self.lw(il, "attn_q_a_norm.weight"), eps)
         q = (self.lw(il, "attn_q_b.weight") @ qr).reshape(hp.n_head, hp.head_dim)
         q = rms_norm(q, None, eps)
@@ -752,7 +755,7 @@ class Model:
         if self.simulate_quant:
             kv[: hp.d_nope] = fp8_roundtrip(kv[: hp.d_nope])
         st.raw.append(self._store(kv))
-        # §5.5 compressor (runs before attention, so a row emitted now is visible now)
+        # compressor (runs before attention, so a row emitted now is visible now)
         R = hp.ratio(il)
         comp_row = index_row = None
         if R:
@@ -770,7 +773,7 @@ class Model:
         n_vis = (pos + 1) // R if R else 0
         if R and len(st.comp) != n_vis:
             raise AssertionError(f"layer {il}: {len(st.comp)} compressed rows, expected {n_vis}")
-        # §5.6 indexer
+        # indexer
         selected = np.arange(n_vis)
         idx_scores = None
         if hp.has_indexer(il):
@@ -790,13 +793,13 @@ class Model:
             wi = (self.lw(il, "indexer.proj.weight") @ xn) / math.sqrt(hp.idx_dim * hp.idx_heads)
             idx_scores = indexer_scores(qi, wi, np.array(st.index_comp[:n_vis]))
             selected = indexer_select(idx_scores, hp.idx_topk)
-        # §5.4 + §5.7 attention over window ∪ visible compressed rows
+        # attention over window ∪ visible compressed rows
         first = max(0, pos - hp.window + 1)
         keys = list(st.raw[first : pos + 1]) + [st.comp[c] for c in selected]
         o = attention_with_sinks(
             q, np.array(keys), self.lw(il, "attn_sinks.weight"), 1.0 / math.sqrt(hp.head_dim)
         )
-        # §5.8 inverse RoPE, grouped low-rank output
+        # inverse RoPE, grouped low-rank output
         o = rope(o, pos, rp, inverse=True)
         og = o.reshape(hp.o_groups, hp.group_dim)
         wa = self.lw(il, "attn_output_a.weight").reshape(hp.o_groups, hp.o_lora_rank, hp.group_dim)
@@ -818,9 +821,9 @@ class Model:
             )
         return a
 
-    # -- MoE sublayer (§6) --
+    # -- MoE sublayer ("MoE") --
     def route(self, il: int, xn, token: int):
-        """§6.1: returns (selected expert ids, their weights, probs)."""
+        """Router: returns (selected expert ids, their weights, probs)."""
         hp = self.hp
         prob = np.sqrt(softplus(self.lw(il, "ffn_gate_inp.weight") @ xn))
         if hp.is_hash_layer(il):
@@ -841,7 +844,7 @@ class Model:
         return silu(g) * u
 
     def moe_sublayer(self, il: int, xn, token: int, trace=None):
-        """Routed experts (weight applied before the down projection) + shared expert (§6.2)."""
+        """Routed experts (weight applied before the down projection) + shared expert."""
         hp = self.hp
         sel, wsel, prob = self.route(il, xn, token)
         wg, wu, wd = (self.lw(il, f"ffn_{k}_exps.weight") for k in ("gate", "up", "down"))
@@ -863,7 +866,7 @@ class Model:
             trace["ffn_out"] = f
         return f
 
-    # -- whole layer (§4.4) and output head (§7) --
+    # -- whole layer and output head ("Output head") --
     def layer_forward(
         self, il: int, X, token: int, pos: int, state: State | None = None, trace=None
     ):
@@ -886,7 +889,7 @@ class Model:
         return X2
 
     def output_head(self, X, trace=None):
-        """§4.5 + §7: HC head, output_norm, vocabulary projection."""
+        """HC head, output_norm, vocabulary projection."""
         hp = self.hp
         y = hc_head(
             X,
@@ -911,13 +914,13 @@ class Model:
         trace: bool = False,
         capture_layers=(),
     ):
-        """§8 for one token at position pos (must be the state's next position).
+        """The whole pass for one token at position pos (must be the state's next position).
 
         Returns logits, or (logits, info) when trace=True or capture_layers is not empty.
-        info['capture'] is {layer: mean over the N streams of that layer's output HC state}
-        (the DSpark capture row, dspark.md §2.3) for every layer in capture_layers. With
-        trace=True info also holds 'layers' (one dict per layer with every intermediate),
-        'hc_out', 'head_y', 'head_yn' and 'logits'."""
+        info['capture'] is {layer: mean over the N streams of that layer's output HC state} (the
+        DSpark capture row, docs/DSPARK.md "The drafter (reference alignment)") for every layer in
+        capture_layers. With trace=True info also holds 'layers' (one dict per layer with every
+        intermediate), 'hc_out', 'head_y', 'head_yn' and 'logits'."""
         st = state if state is not None else self.state
         if pos is None:
             pos = st.n_tokens

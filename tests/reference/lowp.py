@@ -1,4 +1,4 @@
-"""Low-precision simulations of DeepSeek V4 (dsv4-architecture.md §5.3 and §5.6.1), in float64.
+"""Low-precision simulations of DeepSeek V4 (docs/MODEL.md "Numerics"), in float64.
 
 Everything here is exact: the grids are small dyadic numbers, the scales are powers of two, and
 every comparison that decides a rounding is made against an exactly representable midpoint, so
@@ -93,12 +93,12 @@ def _blockwise_roundtrip(
 
 
 def fp8_roundtrip(x: np.ndarray) -> np.ndarray:
-    """§5.3: per block of 64 along the last axis, ue8m0 power-of-two scale, E4M3FN round trip."""
+    """FP8: per block of 64 along the last axis, ue8m0 power-of-two scale, E4M3FN round trip."""
     return _blockwise_roundtrip(x, FP8_BLOCK, FP8_MAX, FP8_AMAX_FLOOR, E4M3FN_GRID)
 
 
 def fp4_roundtrip(x: np.ndarray) -> np.ndarray:
-    """§5.6.1: per block of 32 along the last axis, power-of-two scale, E2M1 round trip."""
+    """FP4: per block of 32 along the last axis, power-of-two scale, E2M1 round trip."""
     return _blockwise_roundtrip(x, FP4_BLOCK, FP4_MAX, FP4_AMAX_FLOOR, E2M1_GRID)
 
 

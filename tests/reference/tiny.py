@@ -1,6 +1,6 @@
-"""Tiny random DeepSeek V4 models for the reference (dsv4-architecture.md §13.2).
+"""Tiny random DeepSeek V4 models for the reference (docs/REFERENCE.md "Tiny float configuration").
 
-`tiny_float_hparams()` is the §13.2 float configuration; `random_weights()` builds a
+`tiny_float_hparams()` is that float configuration; `random_weights()` builds a
 well-conditioned random model in memory (residual writes scaled down, docs/ORACLES.md) whose
 values are exactly representable in the storage dtype that `write_gguf()` uses, so a model
 written to GGUF and loaded back is bit-identical to the in-memory one.
@@ -17,7 +17,8 @@ RESIDUAL_WRITES = ("attn_output_b.weight", "ffn_down_shexp.weight", "ffn_down_ex
 
 
 def tiny_float_hparams(**changes) -> HParams:
-    """§13.2: L=4, D=64, V=512, H=4, d_h=80, r_rot=16, ratios [0, 4, 128, 4], ..."""
+    """The tiny float configuration: L=4, D=64, V=512, H=4, d_h=80, r_rot=16, ratios
+    [0, 4, 128, 4], ... (docs/REFERENCE.md)."""
     base = dict(
         n_layer=4,
         n_embd=64,
@@ -58,7 +59,7 @@ def tiny_float_hparams(**changes) -> HParams:
 
 def storage_type(name: str) -> str:
     """GGML type used by write_gguf for a tensor of the float config: experts F16, ids I32,
-    everything else F32 (§13.2)."""
+    everything else F32."""
     if name.endswith("tid2eid.weight"):
         return "I32"
     if "_exps." in name:
@@ -109,7 +110,8 @@ def random_weights(hp: HParams, seed: int = 0, residual_scale: float = 0.1) -> d
 
 
 def write_gguf(path, hp: HParams, weights: dict, types: dict | None = None) -> None:
-    """Write a deepseek4 GGUF with the metadata types of §2.2 and the tensors of `weights`.
+    """Write a deepseek4 GGUF with the metadata types of docs/MODEL.md "Key types" and the tensors
+    of `weights`.
 
     `types` maps tensor names to a GGML type name ('F32', 'F16', 'Q8_0', 'I32', ...); default
     `storage_type`. Quantised types are produced by gguf.quants.quantize."""

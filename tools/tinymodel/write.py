@@ -1,6 +1,6 @@
 """GGUF metadata and file writing for the target and support files.
 
-Every key is written with an explicit GGUF type: the types of dsv4-architecture.md §2.2 (ds4's
+Every key is written with an explicit GGUF type: the types of docs/MODEL.md "Key types" (ds4's
 loader is strict about them) plus what llama.cpp b11739's loader requires (docs/ORACLES.md:
 `context_length` and `rope.scaling.original_context_length` as u32, `expert_gating_func` = 4,
 `rope.scaling.type` = "yarn", `head_count_kv`, `value_length`, a gpt2 tokenizer with merges).

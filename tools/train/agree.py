@@ -8,8 +8,12 @@ to Q8_0 (blocks of 32) before a Q8_0 product and to F16 before an F16 product
 
 * per row, the relative L2 error ||z_ds4rt - z_torch|| / ||z_torch|| of the logits;
 * greedy agreement on ds4rt's own greedy continuation: at every position PyTorch, fed the same
-  prefix, must pick ds4rt's next token, unless its own top-2 logit margin there is below a
-  near-tie threshold (then either choice is a correct greedy decode within rounding).
+  prefix, must pick ds4rt's next token, unless PyTorch's own gap between its choice and ds4rt's
+  is within what the rounding moves a logit by (`rounding_slack`: a near-tie threshold, or six
+  times the row's RMS logit difference): then either choice is a correct greedy decode;
+* for the drafter, per DSpark proposal: the Markov-corrected logits of every slot (PyTorch's
+  heads run along ds4rt's drafted chain), the confidences, and ds4rt's drafts equal to
+  PyTorch's argmax except at near-ties.
 """
 
 from __future__ import annotations
@@ -43,20 +47,99 @@ def margins(z: np.ndarray) -> np.ndarray:
     return top2[..., 1] - top2[..., 0]
 
 
+def rounding_slack(a: np.ndarray, ref: np.ndarray, tie: float) -> np.ndarray:
+    """Per row, how far apart two logits of `ref` may be and still swap order in `a` by
+    rounding alone: `tie`, or six times the row's RMS difference if that is larger (the most
+    the rounding moved a single logit by, with room)."""
+    return np.maximum(tie, 6.0 * np.sqrt(((a - ref) ** 2).mean(-1)))
+
+
 def greedy_check(ds4_model, m: Target, prompt, n: int, tie: float) -> dict:
     """ds4rt's greedy continuation of `prompt` (n tokens, EOS ignored) checked against PyTorch
-    teacher-forced on the same sequence."""
+    teacher-forced on the same sequence: where PyTorch's argmax differs from ds4rt's token,
+    PyTorch's own gap between the two must be within the row's rounding slack."""
     s = ds4_model.session(n_ctx=len(prompt) + n + 8)
-    out = s.generate(list(prompt), max_tokens=n, stop_at_eos=False)
-    seq = list(prompt) + list(out)
-    z = torch_logits(m, seq)[len(prompt) - 1 : len(seq) - 1]
+    out = s.generate(list(prompt), max_tokens=n, stop_at_eos=False).ids
+    seq = list(prompt) + out
+    rows = slice(len(prompt) - 1, len(seq) - 1)
+    z = torch_logits(m, seq)[rows]
+    lg = ds4_model.session(n_ctx=len(seq) + 8).logits(seq).astype(np.float64)[rows]
     pick = z.argmax(-1)
-    mg = margins(z)
+    idx = np.arange(len(out))
+    gap = z[idx, pick] - z[idx, out]
+    slack = rounding_slack(lg, z, tie)
     disagree = [i for i in range(len(out)) if pick[i] != out[i]]
     return {
         "tokens": out,
         "disagree": disagree,
-        "disagree_margins": [float(mg[i]) for i in disagree],
-        "near_ties": int((mg < tie).sum()),
-        "ok": all(mg[i] < tie for i in disagree),
+        "disagree_gaps": [float(gap[i]) for i in disagree],
+        "disagree_slack": [float(slack[i]) for i in disagree],
+        "near_ties": int((margins(z) < tie).sum()),
+        "ok": all(gap[i] <= slack[i] for i in disagree),
     }
+
+
+def torch_drafter(support_path, target: Target, dtype=torch.float32):
+    """The PyTorch drafter on a support GGUF's own (dequantised) weights, bound to `target`
+    (the drafter's Shape is the target's with the file's block size and Markov rank)."""
+    import dataclasses
+
+    from drafter import Drafter
+
+    p = gguf_io.read_support_params(support_path)
+    ids = tuple(int(i) for i in p["target_layer_ids"])
+    sh = dataclasses.replace(
+        target.sh,
+        block_size=int(p["block_size"]),
+        markov_rank=int(p["markov_rank"]),
+        n_target_layers=len(ids),
+    )
+    if sh.target_layer_ids != ids:
+        raise ValueError(f"target layers {ids} are not the last {len(ids)} of {sh.L}")
+    _, w = gguf_io.read_tensors(support_path)
+    dr = Drafter(
+        sh, target, int(p["noise_token_id"]), dtype=dtype, simulate_quant=target.simulate_quant
+    )
+    dr.load_numpy(w)
+    dr.eval()
+    return dr
+
+
+@torch.no_grad()
+def drafter_check(ds4_model, dspark, dr, seq, anchors, tie: float) -> list[dict]:
+    """ds4rt's DSpark proposals after seq[: p + 1] with anchor seq[p + 1], for each p in
+    `anchors`, against the PyTorch drafter on the same context. PyTorch's heads run along
+    ds4rt's own chain (the same predecessors), so every slot is compared: the corrected logits'
+    relative L2 error, the confidence, and whether ds4rt's draft is PyTorch's argmax or explained
+    by rounding (PyTorch's gap between its argmax and ds4rt's draft within rounding_slack)."""
+    sh = dr.sh
+    x = torch.tensor([list(seq)])
+    _, caps = dr.target(x, capture_layers=sh.target_layer_ids)
+    out = []
+    for p in anchors:
+        s = ds4_model.session(n_ctx=len(seq) + 8)
+        dspark.attach(s)
+        s.eval(list(seq[: p + 1]))
+        ids, conf, logits = dspark.propose(s, int(seq[p + 1]), threshold=0.0)
+        h, U = dr.blocks([caps[il] for il in sh.target_layer_ids], x, torch.tensor([[p]]))
+        prev = torch.tensor([[[int(seq[p + 1])] + ids[:-1]]])
+        cor, cf = dr.heads(h, U, prev)
+        z = cor[0, 0].double().numpy()
+        lg = logits.astype(np.float64)
+        pick = z.argmax(-1)
+        rows = np.arange(len(ids))
+        gap = z[rows, pick] - z[rows, ids]
+        slack = rounding_slack(lg, z, tie)
+        out.append(
+            {
+                "anchor": p,
+                "drafts": ids,
+                "torch_argmax": pick.tolist(),
+                "rel_err": row_errors(lg, z).tolist(),
+                "conf_err": float(np.abs(conf - torch.sigmoid(cf[0, 0]).double().numpy()).max()),
+                "ok": bool((gap <= slack).all()),
+                "gaps": gap.tolist(),
+                "margins": margins(z).tolist(),
+            }
+        )
+    return out

@@ -1,6 +1,6 @@
 """A small byte-level BPE trained with `tokenizers`, laid out like DeepSeek V4's vocabulary.
 
-The pipeline is DeepSeek V4's (dsv4-architecture.md §12.1, docs/TOKENIZER.md): empty normaliser,
+The pipeline is DeepSeek V4's (docs/TOKENIZER.md "Encoding, step by step"): empty normaliser,
 the three isolated `Split` steps, then `ByteLevel` without its own regex. The id layout is the
 tiny generator's (docs/TINY_MODELS.md, "Tokenizer"), so ds4rt's C tokenizer and chat template
 serve it unchanged:

@@ -109,42 +109,26 @@ def section_agreement(model, args, prompts):
         "rel_err_p99": float(np.quantile(e, 0.99)),
         "rel_err_max": float(e.max()),
         "greedy_64_identical": sum(not c["disagree"] for c in checks),
-        "greedy_disagreements_all_near_ties": all(c["ok"] for c in checks),
-        "disagree_margins": [c["disagree_margins"] for c in checks if c["disagree"]],
+        "greedy_disagreements_all_within_rounding": all(c["ok"] for c in checks),
+        "disagree_gaps": [c["disagree_gaps"] for c in checks if c["disagree"]],
+        "disagree_slack": [c["disagree_slack"] for c in checks if c["disagree"]],
         "tie_threshold": args.tie,
     }
 
 
-def spec_run(model, dspark, prompts, n, **kw):
-    total = {"cycles": 0, "accepted_draft": 0, "proposed": 0, "tokens": 0}
-    pa = np.zeros(16)
-    aa = np.zeros(16)
-    for p in prompts:
-        s = model.session(n_ctx=len(p["ids"]) + n + 16, max_batch=32)
-        s.generate(p["ids"], max_tokens=n, dspark=dspark, **kw)
-        st = s.spec_stats()
-        for k in total:
-            total[k] += st[k]
-        pa += np.array(st["proposed_at"])
-        aa += np.array(st["accepted_at"])
-    B = dspark.block_size
-    reached = np.concatenate([[pa[0]], aa[: B - 1]])
-    return {
-        **total,
-        "committed_per_cycle": (total["accepted_draft"] + total["cycles"]) / total["cycles"],
-        "acceptance_at": (aa[:B] / np.maximum(pa[:B], 1)).tolist(),
-        "conditional_acceptance_at": (aa[:B] / np.maximum(reached, 1)).tolist(),
-    }
+def section_acceptance(args, prompts):
+    import accept_ds4rt
 
-
-def section_acceptance(model, dspark, args, prompts):
     return {
         "prompts": len(prompts),
         "max_tokens": args.tokens,
-        "always_threshold0": spec_run(
-            model, dspark, prompts, args.tokens, scheduler="always", confidence_threshold=0.0
+        **accept_ds4rt.measure(
+            str(args.target),
+            str(args.support),
+            [p["ids"] for p in prompts],
+            args.tokens,
+            workers=args.workers,
         ),
-        "defaults": spec_run(model, dspark, prompts, args.tokens),
     }
 
 
@@ -165,7 +149,7 @@ def section_speed(args, prompts):
             got = []
             for p in sel:
                 s = model.session(n_ctx=len(p["ids"]) + args.tokens + 16, max_batch=32)
-                got.append(s.generate(p["ids"], max_tokens=args.tokens, **kw))
+                got.append(s.generate(p["ids"], max_tokens=args.tokens, **kw).ids)
             times.append(time.perf_counter() - t0)
             outs = got
         if ref is None:
@@ -189,12 +173,12 @@ def section_samples(model, dspark, args, prompts):
     texts = list(SAMPLE_PROMPTS) + [p["text"] for p in prompts if p["kind"] == "chat"][:3]
     for t in texts:
         s = model.session(n_ctx=512, max_batch=32)
-        ids = s.generate(chat(model, t), max_tokens=args.tokens, dspark=dspark)
+        g = s.generate(chat(model, t), max_tokens=args.tokens, dspark=dspark)
         out.append(
             {
                 "prompt": t,
-                "text": model.detokenize(ids),
-                "tokens": len(ids),
+                "text": g.text,
+                "tokens": len(g.ids),
                 "stats": s.spec_stats_line().split(" time_ms")[0],
             }
         )
@@ -211,6 +195,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--speed-prompts", type=int, default=12)
     ap.add_argument("--agree-prompts", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=1, help="processes (acceptance)")
     ap.add_argument("--tie", type=float, default=0.1, help="near-tie logit margin (agreement)")
     ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS)
     args = ap.parse_args(argv)
@@ -238,7 +223,7 @@ def main(argv=None) -> int:
         elif name == "agreement":
             doc[name] = section_agreement(model, args, prompts)
         elif name == "acceptance":
-            doc[name] = section_acceptance(model, dspark, args, prompts)
+            doc[name] = section_acceptance(args, prompts)
         elif name == "speed":
             doc[name] = section_speed(args, prompts)
         elif name == "samples":

@@ -1,6 +1,6 @@
 """The DeepSeek V4 Flash (`deepseek4`) target in PyTorch, over whole sequences, for training.
 
-Every piece of dsv4-architecture.md §4–§8 (docs/MODEL.md is ds4rt's account of the same math):
+Every piece of docs/MODEL.md "The forward pass, formula by formula" (ds4rt's account of the math):
 hyper-connections with Sinkhorn mixing, attention with a sliding window, the ratio-4 (overlapping,
 with the lightning indexer) and ratio-128 KV compressors, attention sinks, inverse RoPE and the
 grouped low-rank output, YaRN RoPE on compressed layers, hash-routed and learned-routed
@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from numerics import fp4_st, fp8_st, hadamard_matrix
 
-ROUTER_FLOOR = 6.103515625e-5  # dsv4-architecture.md §6.1 guard on the routing weight sum
+ROUTER_FLOOR = 6.103515625e-5  # docs/MODEL.md "MoE": guard on the routing weight sum
 # Routed experts evaluated densely (all experts, zero weight where not selected) instead of by
 # gathering each expert's tokens; None = dense on CUDA. Same values either way.
 DENSE_EXPERTS: bool | None = None
@@ -40,7 +40,7 @@ DENSE_EXPERTS: bool | None = None
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    """Hyperparameters (names of dsv4-architecture.md §1) plus the drafter's."""
+    """Hyperparameters (names of docs/MODEL.md "Derived values") plus the drafter's."""
 
     L: int
     D: int
@@ -161,7 +161,7 @@ def wname(name: str) -> str:
 
 
 def block_shapes(sh: Shape, p: str, ratio: int, hashed: bool) -> dict:
-    """NumPy shapes of one block's tensors (dsv4-architecture.md §3.2–§3.4)."""
+    """NumPy shapes of one block's tensors (docs/MODEL.md "Tensors")."""
     D, Fs = sh.D, sh.F * sh.n_shared
     s = {}
     for which in ("attn", "ffn"):
@@ -227,7 +227,7 @@ def is_buffer(name: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Elementary pieces (dsv4-architecture.md §1, §4, §5.2)
+# Elementary pieces (docs/MODEL.md "Conventions", "Hyper-connections", "RoPE")
 # ---------------------------------------------------------------------------------------------
 def acc(x):
     """Softmaxes, router probabilities and logits in float32 (float64 stays float64)."""
@@ -255,7 +255,7 @@ def hc_mixes(X, fn, eps):
 
 
 def hc_pre(X, fn, scale, base, sh: Shape):
-    """X [..., N, D] -> (x [..., D], post [..., N], comb [..., N, N]) (§4.2)."""
+    """X [..., N, D] -> (x [..., D], post [..., N], comb [..., N, N]) (HC pre)."""
     N = sh.N
     m = hc_mixes(X, fn, sh.rms_eps)
     pre = torch.sigmoid(scale[0] * m[..., :N] + base[:N]) + sh.hc_eps
@@ -267,7 +267,7 @@ def hc_pre(X, fn, scale, base, sh: Shape):
 
 
 def hc_post(f, X, post, comb):
-    """X_new[j] = post[j] f + sum_i comb[i, j] X[i] (§4.3)."""
+    """X_new[j] = post[j] f + sum_i comb[i, j] X[i] (HC post)."""
     return post.unsqueeze(-1) * f.unsqueeze(-2) + torch.einsum("...ij,...id->...jd", comb, X)
 
 
@@ -278,7 +278,7 @@ def hc_head(X, fn, scale, base, sh: Shape):
 
 
 def rope_freqs(sh: Shape, compressed: bool) -> np.ndarray:
-    """omega_k with theta_k = p * omega_k (float64); YaRN blend on compressed layers (§5.2)."""
+    """omega_k, theta_k = p * omega_k (float64); YaRN on compressed layers (docs/MODEL.md)."""
     r = sh.r_rot
     k = np.arange(r // 2, dtype=np.float64)
     base = sh.compress_rope_base if compressed else sh.rope_base
@@ -344,7 +344,7 @@ def kv_proj(W, x, sh: Shape, lin, rope, pos, fp8):
 
 
 def attn_output(W, o, sh: Shape, lin, rope, pos):
-    """Inverse RoPE on the heads, grouped low-rank output (§5.8): o [..., H, d_h] -> [..., D]."""
+    """Inverse RoPE on the heads, grouped low-rank output: o [..., H, d_h] -> [..., D]."""
     o = rope(o, pos, inverse=True, heads=1)
     og = o.reshape(*o.shape[:-2], sh.G, sh.group_dim)
     wa = W("attn_output_a.weight").view(sh.G, sh.Ro, sh.group_dim)
@@ -356,8 +356,9 @@ def moe(
     W, xn, tokens, sh: Shape, lin, hashed: bool, loads: dict | None = None, key=None, mm_dtype=None
 ):
     """Router (hash table or biased top-k of sqrt-softplus, ties to the lower index), routed
-    SwiGLU experts with the weight applied before the down projection, shared expert (§6).
-    `loads[key]` receives the tokens per expert of a learned-routing layer."""
+    SwiGLU experts with the weight applied before the down projection, shared expert
+    (docs/MODEL.md "MoE"). `loads[key]` receives the tokens per expert of a learned-routing
+    layer."""
     shape = xn.shape
     x = xn.reshape(-1, shape[-1])
     prob = torch.sqrt(F.softplus(acc(lin(x, W("ffn_gate_inp.weight")))))
@@ -470,10 +471,11 @@ class Target(torch.nn.Module):
         y = x @ self.hadamard
         return fp4_st(y) if self.simulate_quant else y
 
-    # -- attention (§5) --
+    # -- attention (docs/MODEL.md "Attention") --
     def compress(self, W, xn, pos, prefix, d, ratio):
-        """Rows of the complete ratio-blocks of xn [B, T, D] (§5.5): per-feature softmax
-        pooling (with the overlap of ratio-4 layers), norm, RoPE at the block's first position.
+        """Rows of the complete ratio-blocks of xn [B, T, D] (docs/MODEL.md "Compressors"):
+        per-feature softmax pooling (with the overlap of ratio-4 layers), norm, RoPE at the block's
+        first position.
         [B, nb, d]; the caller applies FP8 (attention) or Hadamard + FP4 (indexer)."""
         B, T, _ = xn.shape
         nb = T // ratio
@@ -525,8 +527,9 @@ class Target(torch.nn.Module):
         return attn_output(W, o, sh, self.lin, rope, pos)
 
     def indexer(self, W, xn, qr, pos, vis, q, comp, aux):
-        """Allowed compressed rows [B, T, nb] of a ratio-4 layer (§5.6): all visible rows when
-        there are at most K_i, else the K_i best by the indexer score (ties: lower index)."""
+        """Allowed compressed rows [B, T, nb] of a ratio-4 layer (docs/MODEL.md "Indexer"): all
+        visible rows when there are at most K_i, else the K_i best by the indexer score (ties:
+        lower index)."""
         sh = self.sh
         xi, qri = (xn.detach(), qr.detach()) if aux is not None else (xn, qr)
         krow = self.qat(self.compress(W, xi, pos, "indexer_compressor", sh.d_i, 4))
@@ -550,7 +553,7 @@ class Target(torch.nn.Module):
             aux.setdefault("indexer_kl", []).append(kl[:, has].mean())
         return sel
 
-    # -- layers and head (§4.4, §7, §8) --
+    # -- layers and head (docs/MODEL.md "Output head") --
     def layer(self, il, X, tokens, pos, aux):
         sh = self.sh
         W = self.block(il)

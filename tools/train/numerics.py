@@ -1,9 +1,9 @@
 """ds4rt's "official" numerics in PyTorch, differentiable by straight-through estimation.
 
 * FP8 E4M3FN round trip in blocks of 64 with power-of-two (ue8m0) scales: the non-RoPE dims of
-  every raw and compressed KV row (dsv4-architecture.md §5.3, docs/MODEL.md "Numerics").
+  every raw and compressed KV row (docs/MODEL.md "Numerics").
 * FP4 E2M1 round trip in blocks of 32 with power-of-two scales, after the Hadamard rotation: the
-  indexer's q and k (§5.6.1).
+  indexer's q and k (docs/MODEL.md "Indexer").
 
 Rounding is to the nearest grid value, ties to the even code, exactly as
 tests/reference/lowp.py does it (the grid and the tie rule are the same; the scale is the least

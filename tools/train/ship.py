@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """Step 4: make the device's files the embedded default pair.
 
-    python tools/train/ship.py DIR [DIR2]
+    python tools/train/ship.py DIR [DIR2] [--data-dir D] [--bench F]
 
 DIR (and DIR2, for a run in two calls) hold what tools/train/device_run.sh left in $OUT:
 target.gguf.part* (or target.gguf), support.gguf, metrics.json. The target is reassembled, every
 file is checked against the sha256 the device computed, ds4rt must load the pair (the DSpark
 loader's self-test included), and then the files are copied to ds4rt/data/default-target.gguf
 and default-support.gguf, their sums to ds4rt/data/SHA256SUMS and the device metrics to
-docs/bench/default_model_training.json.
+docs/bench/default_model_training.json (--data-dir and --bench name other places: the tests
+ship a tiny pair into a temporary folder).
+
+A support-only run (tools/train/device_drafter.sh) returns no target: then the shipped target
+(already in the data folder) is paired with the new support model, and only the support entry
+of the training metrics is replaced.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import shutil
@@ -28,10 +34,8 @@ def sha256(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def main(argv=None) -> int:
-    dirs = [Path(a) for a in (argv if argv is not None else sys.argv[1:])]
-    if not dirs:
-        raise SystemExit(__doc__)
+def install(dirs: list[Path], data: Path = DATA, bench: Path | None = None) -> list[str]:
+    """Check and install the files of `dirs` into `data`; returns the SHA256SUMS lines."""
     metrics, sums = {}, {}
     for d in dirs:
         m = json.loads((d / "metrics.json").read_text())
@@ -50,8 +54,13 @@ def main(argv=None) -> int:
             target = d / "target.gguf"
         if (d / "support.gguf").exists():
             support = d / "support.gguf"
-    if target is None or support is None:
-        raise SystemExit("need target.gguf(.part*) and support.gguf")
+    if support is None:
+        raise SystemExit("need support.gguf")
+    new_target = target is not None
+    if not new_target:
+        target = data / "default-target.gguf"
+        if not target.exists():
+            raise SystemExit("need target.gguf(.part*): no target is shipped yet")
     for name, p in (("target.gguf", target), ("support.gguf", support)):
         if name in sums and sums[name] != sha256(p):
             raise SystemExit(f"{name}: sha256 differs from the device's")
@@ -59,13 +68,30 @@ def main(argv=None) -> int:
 
     model = ds4rt.Model(str(target))
     ds4rt.DSpark(model, str(support))  # loads, validates and self-tests the drafter
-    shutil.copyfile(target, DATA / "default-target.gguf")
-    shutil.copyfile(support, DATA / "default-support.gguf")
-    lines = [f"{sha256(DATA / n)}  {n}" for n in ("default-target.gguf", "default-support.gguf")]
-    (DATA / "SHA256SUMS").write_text("\n".join(lines) + "\n")
-    out = ROOT / "docs" / "bench" / "default_model_training.json"
-    out.write_text(json.dumps(metrics, indent=1) + "\n")
-    print("\n".join(lines))
+    data.mkdir(parents=True, exist_ok=True)
+    if new_target:
+        shutil.copyfile(target, data / "default-target.gguf")
+    shutil.copyfile(support, data / "default-support.gguf")
+    lines = [f"{sha256(data / n)}  {n}" for n in ("default-target.gguf", "default-support.gguf")]
+    (data / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    if bench is not None:
+        if not new_target and bench.exists():
+            # a support-only run: the target's entry stays, the drafter's is the new one
+            metrics = {**json.loads(bench.read_text()), **metrics}
+        bench.parent.mkdir(parents=True, exist_ok=True)
+        bench.write_text(json.dumps(metrics, indent=1) + "\n")
+    return lines
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("dirs", nargs="+", type=Path)
+    ap.add_argument("--data-dir", type=Path, default=DATA)
+    ap.add_argument(
+        "--bench", type=Path, default=ROOT / "docs" / "bench" / "default_model_training.json"
+    )
+    args = ap.parse_args(argv)
+    print("\n".join(install(args.dirs, args.data_dir, args.bench)))
     return 0
 
 

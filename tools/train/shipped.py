@@ -8,7 +8,7 @@ from model import Shape
 
 def ratios(L: int) -> tuple:
     """DeepSeek V4 Flash's pattern: two dense layers, then ratio 4 on even and 128 on odd
-    layers (dsv4-architecture.md §2.3)."""
+    layers (docs/MODEL.md "Derived values")."""
     return tuple(0 if i < 2 else (4 if i % 2 == 0 else 128) for i in range(L))
 
 

@@ -1,6 +1,7 @@
 /* cpu_moe.c - MoE routing and expert evaluation on the CPU. Rows are grouped per expert so
  * each expert's weights are read once per batch; every (row, slot) output is kept apart and
- * summed in slot order, so a row's result does not depend on the batch it is in. */
+ * summed in slot order, so a row's result does not depend on the batch it is in. The experts'
+ * products run as batches (ds4rt_matmul_batch), each row's arithmetic that of a lone product. */
 #include <math.h>
 
 #include "cpu_internal.h"
@@ -55,34 +56,66 @@ ds4rt_status cpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, i
     TRY(ds4rt_matmul(pool, &gate_inp, xn, n, s->router));
     route(hp, w, s, pass_tokens(in), n);
 
-    for (uint32_t e = 0; e < E; e++) {
-        int64_t m = 0;
-        for (int64_t i = 0; i < n * k; i++)
-            if ((uint32_t)s->sel[i] == e) s->etok[m++] = (int32_t)i;
-        if (m == 0) continue;
-        for (int64_t j = 0; j < m; j++)
-            memcpy(s->ex + (size_t)j * D, xn + (size_t)(s->etok[j] / k) * D, D * sizeof(float));
-        ds4rt_dweight dg = ds4rt_dweight3_at(&w->gate_exps, e), du = ds4rt_dweight3_at(&w->up_exps, e),
-                      dd = ds4rt_dweight3_at(&w->down_exps, e);
-        ds4rt_weight wg = cpu_weight(&dg), wu = cpu_weight(&du), wd = cpu_weight(&dd);
-        TRY(ds4rt_matmul(pool, &wg, s->ex, m, s->eg));
-        TRY(ds4rt_matmul(pool, &wu, s->ex, m, s->eu));
-        for (int64_t j = 0; j < m; j++)
+    /* experts in waves of at most half a batch of jobs each: gate and up of every expert of the
+     * wave (and of the shared expert) in one dispatch, then every down in another, so all threads
+     * work on all experts at once instead of idling at the end of each small product */
+    const int per_wave = DS4RT_MATMUL_MAX_JOBS / 2 - 1;
+    ds4rt_matmul_job jobs[DS4RT_MATMUL_MAX_JOBS];
+    uint32_t ewave[DS4RT_MATMUL_MAX_JOBS];
+    int64_t eoff[DS4RT_MATMUL_MAX_JOBS], ecount[DS4RT_MATMUL_MAX_JOBS];
+    int64_t off = 0; /* gathered rows so far (ordered by expert, then by row*k + slot) */
+    bool shared_todo = hp->n_shared > 0;
+    const uint32_t Fs = hp->shared_ff;
+    uint32_t e = 0;
+    while (e < E || shared_todo) {
+        int nw = 0;
+        const int64_t wave0 = off;
+        for (; e < E && nw < per_wave; e++) {
+            int64_t m = 0;
+            for (int64_t i = 0; i < n * k; i++)
+                if ((uint32_t)s->sel[i] == e) s->etok[off + m++] = (int32_t)i;
+            if (m == 0) continue;
+            for (int64_t j = 0; j < m; j++)
+                memcpy(s->ex + (size_t)(off + j) * D, xn + (size_t)(s->etok[off + j] / k) * D, D * sizeof(float));
+            ewave[nw] = e;
+            eoff[nw] = off;
+            ecount[nw] = m;
+            nw++;
+            off += m;
+        }
+        int nj = 0;
+        for (int i = 0; i < nw; i++) {
+            ds4rt_dweight dg = ds4rt_dweight3_at(&w->gate_exps, ewave[i]), du = ds4rt_dweight3_at(&w->up_exps, ewave[i]);
+            const float *xe = s->ex + (size_t)eoff[i] * D;
+            jobs[nj++] = (ds4rt_matmul_job){cpu_weight(&dg), xe, ecount[i], s->eg + (size_t)eoff[i] * FF};
+            jobs[nj++] = (ds4rt_matmul_job){cpu_weight(&du), xe, ecount[i], s->eu + (size_t)eoff[i] * FF};
+        }
+        const bool shared_now = shared_todo && e == E;
+        if (shared_now) {
+            jobs[nj++] = (ds4rt_matmul_job){cpu_weight(&w->gate_sh), xn, n, s->shg};
+            jobs[nj++] = (ds4rt_matmul_job){cpu_weight(&w->up_sh), xn, n, s->shu};
+        }
+        TRY(ds4rt_matmul_batch(pool, jobs, nj));
+        for (int64_t j = wave0; j < off; j++)
             swiglu(s->eg + (size_t)j * FF, s->eu + (size_t)j * FF, FF, clamp, s->selw[s->etok[j]], s->eg + (size_t)j * FF);
-        TRY(ds4rt_matmul(pool, &wd, s->eg, m, s->ey));
-        for (int64_t j = 0; j < m; j++)
+        if (shared_now)
+            for (int64_t t = 0; t < n; t++)
+                swiglu(s->shg + (size_t)t * Fs, s->shu + (size_t)t * Fs, Fs, clamp_sh, 1.0f, s->shg + (size_t)t * Fs);
+        nj = 0;
+        for (int i = 0; i < nw; i++) {
+            ds4rt_dweight dd = ds4rt_dweight3_at(&w->down_exps, ewave[i]);
+            jobs[nj++] = (ds4rt_matmul_job){cpu_weight(&dd), s->eg + (size_t)eoff[i] * FF, ecount[i],
+                                            s->ey + (size_t)eoff[i] * D};
+        }
+        if (shared_now) {
+            jobs[nj++] = (ds4rt_matmul_job){cpu_weight(&w->down_sh), s->shg, n, s->shy};
+            shared_todo = false;
+        }
+        TRY(ds4rt_matmul_batch(pool, jobs, nj));
+        for (int64_t j = wave0; j < off; j++)
             memcpy(s->yslot + (size_t)s->etok[j] * D, s->ey + (size_t)j * D, D * sizeof(float));
     }
 
-    if (hp->n_shared > 0) {
-        const uint32_t Fs = hp->shared_ff;
-        ds4rt_weight gsh = cpu_weight(&w->gate_sh), ush = cpu_weight(&w->up_sh), dsh = cpu_weight(&w->down_sh);
-        TRY(ds4rt_matmul(pool, &gsh, xn, n, s->shg));
-        TRY(ds4rt_matmul(pool, &ush, xn, n, s->shu));
-        for (int64_t t = 0; t < n; t++)
-            swiglu(s->shg + (size_t)t * Fs, s->shu + (size_t)t * Fs, Fs, clamp_sh, 1.0f, s->shg + (size_t)t * Fs);
-        TRY(ds4rt_matmul(pool, &dsh, s->shg, n, s->shy));
-    }
     for (int64_t t = 0; t < n; t++) {
         float *ft = f + (size_t)t * D;
         const float *y0 = s->yslot + (size_t)t * k * D;

@@ -1,0 +1,129 @@
+/*
+ * act_quant_avx2.c - AVX2/F16C versions of act_quant.c's conversions of one activation row
+ * (Q8_0, Q8_K, F16 rounding), bitwise the portable ones: the same f32 products in the same
+ * order, max-abs by exact vector maxima, round half to even by the hardware rounding (equal to
+ * act_quant.c's magic-number rounding below 2^22, and either result is clamped to +-127 above),
+ * NaN elements give q = 0, F16 by the IEEE conversion of F16C (round to nearest even). Compiled
+ * with the AVX2 flags; the avx2 and avx512 kernel tables both point to this one copy, so the
+ * code run on AVX-512 machines is the code tested on AVX2 ones. Activations are converted on the
+ * calling thread while the pool waits, so this is serial time of every product (docs/QUANTS.md).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* round half to even, NaN -> 0, clamp to [-127, 127], as act_quant.c's clamp_q */
+static inline __m256i q_of(__m256 v) {
+    const __m256 ok = _mm256_cmp_ps(v, v, _CMP_ORD_Q);
+    __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+    return _mm256_cvtps_epi32(_mm256_and_ps(r, ok));
+}
+
+/* four vectors of 8 x i32 in [-127, 127] -> 32 x i8 in element order */
+static inline __m256i pack32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    const __m256i p = _mm256_packs_epi16(ab, cd);
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static inline __m256 abs8(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+/* max over 8 lanes (no NaN: NaN elements were skipped by max_ps's operand order) */
+static inline float hmax8(__m256 m) {
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    return _mm_cvtss_f32(h);
+}
+
+static inline int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+static void q8_0_row(const float *x, int64_t n, int8_t *q, float *d, int32_t *sums) {
+    for (int64_t b = 0; b < n / DS4RT_QK0; b++) {
+        const float *xb = x + b * DS4RT_QK0;
+        __m256 v[4];
+        /* max_ps(x, m) returns m when x is NaN: NaN elements never raise the maximum */
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            m = _mm256_max_ps(abs8(v[i]), m);
+        }
+        const float db = hmax8(m) / 127.0f;
+        const float id = db != 0.0f ? 1.0f / db : 0.0f;
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++) qi[i] = q_of(_mm256_mul_ps(v[i], idv));
+        _mm256_storeu_si256((__m256i *)(void *)(q + b * DS4RT_QK0), pack32(qi[0], qi[1], qi[2], qi[3]));
+        d[b] = db;
+        sums[b] = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
+    }
+}
+
+static void q8_K_row(const float *x, int64_t n, int8_t *q, float *d, int16_t *bsums) {
+    for (int64_t b = 0; b < n / DS4RT_QK; b++) {
+        const float *xb = x + b * DS4RT_QK;
+        int8_t *qb = q + b * DS4RT_QK;
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < DS4RT_QK; i += 8) m = _mm256_max_ps(abs8(_mm256_loadu_ps(xb + i)), m);
+        const float amax = hmax8(m);
+        if (amax == 0.0f) {
+            d[b] = 0.0f;
+            memset(qb, 0, DS4RT_QK);
+            memset(bsums + b * 16, 0, 16 * sizeof(int16_t));
+            continue;
+        }
+        /* the first element of largest |x|, with its sign (act_quant.c's strict '>' scan) */
+        float max = 0.0f;
+        const __m256 am = _mm256_set1_ps(amax);
+        for (int i = 0; i < DS4RT_QK; i += 8) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs8(_mm256_loadu_ps(xb + i)), am, _CMP_EQ_OQ));
+            if (hit) {
+                max = xb[i + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 isv = _mm256_set1_ps(iscale);
+        for (int g = 0; g < DS4RT_QK; g += 32) {
+            __m256i qi[4];
+            for (int i = 0; i < 4; i++) qi[i] = q_of(_mm256_mul_ps(isv, _mm256_loadu_ps(xb + g + 8 * i)));
+            _mm256_storeu_si256((__m256i *)(void *)(qb + g), pack32(qi[0], qi[1], qi[2], qi[3]));
+            bsums[b * 16 + g / 16] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[0], qi[1]));
+            bsums[b * 16 + g / 16 + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
+        }
+        d[b] = 1.0f / iscale;
+    }
+}
+
+static void f16_row(const float *x, int64_t n, float *dst) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) {
+        const __m128i h = _mm_cvtps_ph(_mm_set_ss(x[i]), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        dst[i] = _mm_cvtss_f32(_mm_cvtph_ps(h));
+    }
+}
+
+int ds4rt_act_row_avx2(const ds4rt_act *a, int64_t t, const float *x) {
+    uint8_t *row = a->base + (size_t)t * a->stride;
+    switch (a->type) {
+    case DS4RT_TYPE_Q8_0:
+        q8_0_row(x, a->cols, (int8_t *)row, (float *)(void *)(row + a->d_off), (int32_t *)(void *)(row + a->s_off));
+        return 1;
+    case DS4RT_TYPE_Q8_K:
+        q8_K_row(x, a->cols, (int8_t *)row, (float *)(void *)(row + a->d_off), (int16_t *)(void *)(row + a->s_off));
+        return 1;
+    case DS4RT_TYPE_F16: f16_row(x, a->cols, (float *)(void *)row); return 1;
+    default: return 0;
+    }
+}
