@@ -66,6 +66,16 @@ int ds4rt_gk_memcpy2d_d2d(void *d_dst, size_t dpitch, const void *d_src, size_t 
 int ds4rt_gk_host_view(const void *h_ptr, size_t bytes, void **d_ptr);
 void ds4rt_gk_host_unview(const void *h_ptr);
 
+/* Graphs (DS4RT_HAVE_GRAPHS: CUDA and HIP; not HIP-CPU). ds4rt_gk_graphs_supported() is
+ * nonzero where they exist. Between capture_begin and capture_end, work enqueued on `stream` is
+ * recorded, not run; capture_end instantiates it into *exec, which graph_launch replays on
+ * `stream`. Nothing on the stream may wait for the host while it records. */
+int ds4rt_gk_graphs_supported(void);
+int ds4rt_gk_capture_begin(void *stream);
+int ds4rt_gk_capture_end(void *stream, void **exec);
+int ds4rt_gk_graph_launch(void *exec, void *stream);
+void ds4rt_gk_graph_destroy(void *exec);
+
 #ifdef __cplusplus
 }
 #endif

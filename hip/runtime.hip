@@ -159,3 +159,49 @@ extern "C" void ds4rt_gk_host_unview(const void *h_ptr) {
     if (h_ptr != NULL) (void)hipHostUnregister((void *)h_ptr);
 #endif
 }
+
+#if DS4RT_HAVE_GRAPHS
+extern "C" int ds4rt_gk_graphs_supported(void) { return 1; }
+
+extern "C" int ds4rt_gk_capture_begin(void *stream) {
+    return ds4rt_gk_check(hipStreamBeginCapture((hipStream_t)stream, hipStreamCaptureModeThreadLocal),
+                          "begin graph capture");
+}
+
+extern "C" int ds4rt_gk_capture_end(void *stream, void **exec) {
+    *exec = NULL;
+    hipGraph_t g = NULL;
+    int st = ds4rt_gk_check(hipStreamEndCapture((hipStream_t)stream, &g), "end graph capture");
+    if (st != DS4RT_GK_OK) return st;
+    hipGraphExec_t e = NULL;
+    st = ds4rt_gk_check(hipGraphInstantiate(&e, g, 0), "instantiate graph");
+    (void)hipGraphDestroy(g);
+    if (st == DS4RT_GK_OK) *exec = (void *)e;
+    return st;
+}
+
+extern "C" int ds4rt_gk_graph_launch(void *exec, void *stream) {
+    return ds4rt_gk_check(hipGraphLaunch((hipGraphExec_t)exec, (hipStream_t)stream), "graph launch");
+}
+
+extern "C" void ds4rt_gk_graph_destroy(void *exec) {
+    if (exec != NULL) (void)hipGraphExecDestroy((hipGraphExec_t)exec);
+}
+#else
+extern "C" int ds4rt_gk_graphs_supported(void) { return 0; }
+extern "C" int ds4rt_gk_capture_begin(void *stream) {
+    (void)stream;
+    return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "graphs: not on this platform");
+}
+extern "C" int ds4rt_gk_capture_end(void *stream, void **exec) {
+    (void)stream;
+    *exec = NULL;
+    return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "graphs: not on this platform");
+}
+extern "C" int ds4rt_gk_graph_launch(void *exec, void *stream) {
+    (void)exec;
+    (void)stream;
+    return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "graphs: not on this platform");
+}
+extern "C" void ds4rt_gk_graph_destroy(void *exec) { (void)exec; }
+#endif

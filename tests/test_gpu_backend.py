@@ -328,3 +328,49 @@ def test_support_model_changes_neither_cache_nor_logits(qu):
     assert {k: v for k, v in after.items() if k != "hits"} == {
         k: v for k, v in cache_before.items() if k != "hits"
     }
+
+
+# ---- graphs (DS4RT_GPU_GRAPHS=1; CUDA and HIP, not HIP-CPU) ----------------------------------
+
+GRAPH_RUN = """
+import json, sys
+import numpy as np
+import ds4rt
+m = ds4rt.Model(sys.argv[1], backend=sys.argv[2])
+toks = json.loads(sys.argv[3])
+s = m.session(max_batch=17)
+rows = [s.logits(toks[:7])]
+for t in toks[7:15]:
+    rows.append(s.logits([t]))          # decode steps: one graph, replayed at new positions
+for i in range(15, len(toks), 5):
+    rows.append(s.logits(toks[i:i + 5]))  # verify-sized passes
+    s.truncate(s.position - 2)          # a partial accept, then the next pass
+np.save(sys.argv[4], np.concatenate(rows))
+"""
+
+
+@needs_every_op
+@pytest.mark.skipif("gpu=hipcpu" in ds4rt.build_info(), reason="HIP-CPU has no graphs")
+def test_captured_graphs_replay_bitwise(qu, tmp_path):
+    """Decode and verify passes replayed from captured graphs give bitwise the logits of the
+    plain passes, across positions (compressor emissions, window wrap) and rollbacks."""
+    import json
+    import os
+    import sys
+
+    toks = json.dumps(ids(40, 11))
+    out = {}
+    for graphs in ("0", "1"):
+        env = dict(os.environ, DS4RT_GPU_GRAPHS=graphs)
+        path = tmp_path / f"g{graphs}.npy"
+        r = subprocess.run(
+            [sys.executable, "-c", GRAPH_RUN, str(qu.target), GPU["name"], toks, str(path)],
+            env=env,
+            cwd=tmp_path,  # the installed ds4rt, not the source tree's
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert r.returncode == 0, r.stderr
+        out[graphs] = np.load(path)
+    assert np.array_equal(out["0"], out["1"])

@@ -4,7 +4,7 @@ ds4rt, on one GGUF (docs/GPU.md, "Measuring"; docs/PERFORMANCE.md records result
 
     python tools/bench_gpu.py --target FILE.gguf [--backends cpu,cuda] [--sizes 1,2,4,6,8,16]
                               [--prefill 512] [--repeats 5] [--budget-s 120] [--cache off,on]
-                              [--out OUT.json]
+                              [--graphs 0,1] [--out OUT.json]
 
 Per backend, after a 64-token context: decode (one token per pass, its logits row read back),
 verify passes of n tokens (all n logits rows read back, as speculative verification does), and
@@ -13,13 +13,16 @@ median over --repeats repeats (each repeat times several passes and takes their 
 microseconds per pass and per token. A backend whose cost is too high for the time budget
 (e.g. the CPU on a real-width file) is cut short and says so ("truncated": true) rather than
 being left out. --cache runs each backend once per Q8->F16 cache policy listed (docs/CACHE.md:
-"on" against "off" is the measurement `auto` waits for). Prints JSON (and writes it to --out).
+"on" against "off" is the measurement `auto` waits for); --graphs runs each once with the GPU
+backend's captured graphs off (0) and on (1) (DS4RT_GPU_GRAPHS, docs/GPU.md "Graphs"). Prints
+JSON (and writes it to --out).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -121,6 +124,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--budget-s", type=float, default=120.0, help="per backend and policy")
     ap.add_argument("--cache", default="auto", help="Q8->F16 cache policies, comma separated")
+    ap.add_argument("--graphs", default="0", help="GPU graphs off (0) / on (1), comma separated")
     ap.add_argument("--out")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -131,17 +135,17 @@ def main() -> None:
         "results": [],
     }
     for b in args.backends.split(","):
-        for cache in args.cache.split(","):
-            try:
-                res["results"].append(
-                    bench_backend(
+        for graphs in args.graphs.split(",") if b != "cpu" else ["0"]:
+            os.environ["DS4RT_GPU_GRAPHS"] = graphs  # read when a session's context is made
+            for cache in args.cache.split(","):
+                try:
+                    r = bench_backend(
                         args.target, b, cache, sizes, args.prefill, args.repeats, args.budget_s
                     )
-                )
-            except ds4rt.errors.Ds4rtError as e:
-                res["results"].append(
-                    {"backend": b, "cache_policy": cache, "error": f"{type(e).__name__}: {e}"}
-                )
+                except ds4rt.errors.Ds4rtError as e:
+                    r = {"backend": b, "cache_policy": cache, "error": f"{type(e).__name__}: {e}"}
+                r["graphs"] = graphs == "1"
+                res["results"].append(r)
     text = json.dumps(res, indent=1)
     print(text)
     if args.out:

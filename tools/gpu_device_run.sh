@@ -98,7 +98,7 @@ if [ -z "$TARGET" ]; then
     TARGET=/tmp/ds4rt-big4.gguf
     step make_big_model 90 "$PY" tools/make_big_model.py make --layers 4 --out "$TARGET" || TARGET=
 fi
-step bench_gpu_tiny 60 "$PY" - <<'EOF'
+step bench_gpu_tiny 90 "$PY" - <<'EOF'
 import os, subprocess, sys, tempfile
 sys.path = [p for p in sys.path if p not in ("", ".")]  # the installed ds4rt, not ./ds4rt
 sys.path.insert(0, "tools")
@@ -106,12 +106,12 @@ import tinymodel
 r = tinymodel.generate(tempfile.mkdtemp(), config="quant")
 out = os.path.join(os.environ["OUT"], "bench_gpu_tiny.json")
 cmd = [sys.executable, "tools/bench_gpu.py", "--target", str(r.target), "--backends", "cpu,cuda",
-       "--cache", "off,on", "--budget-s", "15", "--out", out]
+       "--cache", "off,on", "--graphs", "0,1", "--budget-s", "10", "--out", out]
 sys.exit(subprocess.run(cmd).returncode)
 EOF
 if [ -n "$TARGET" ]; then
     step bench_gpu 240 "$PY" tools/bench_gpu.py --target "$TARGET" --backends cuda,cpu --cache off,on \
-        --budget-s 50 --out "$OUT/bench_gpu.json"
+        --graphs 0,1 --budget-s 35 --out "$OUT/bench_gpu.json"
 fi
 
 echo "]" >> "$STEPS"

@@ -46,10 +46,8 @@ static ds4rt_status choose_gpu(int32_t kind, int32_t device) {
                           device, count, count - 1);
     /* a GPU runs the model once its op table is in the registry (src/backend/backend.c) */
     if (ds4rt_backend_find((ds4rt_bkind)kind) == NULL)
-        return ds4rt_fail(DS4RT_ERR_BACKEND,
-                          "backend %s: the GPU backend does not run the deepseek4 model yet (this build has only its "
-                          "Q8_0->F16 expansion kernel); load with DS4RT_BACKEND_CPU or AUTO",
-                          kind_name(kind));
+        return ds4rt_fail(DS4RT_ERR_BACKEND, "backend %s: this build has GPU kernels but no %s op table registered",
+                          kind_name(kind), kind_name(kind));
     return DS4RT_OK;
 }
 

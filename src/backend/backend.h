@@ -35,7 +35,7 @@
 
 /* Bumped whenever an op's signature or meaning changes; a backend states the version it
  * implements and the registry refuses a mismatch. */
-#define DS4RT_BACKEND_OPS_VERSION 1
+#define DS4RT_BACKEND_OPS_VERSION 2
 
 /* ---- opaque tensors ----------------------------------------------------------------------- */
 
@@ -283,6 +283,16 @@ struct ds4rt_backend_ops {
     ds4rt_status (*download)(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *dst, uint64_t bytes);
     /* Waits for every op issued on the context. */
     ds4rt_status (*synchronize)(ds4rt_bctx *ctx);
+
+    /* ---- graphs (optional: NULL where the backend does not capture; since version 2) ----
+     * The ops the composition issues between pass_begin and pass_end form the pass `key` (a
+     * hash of its static shape: the same key means the same ops on the same buffers, with the
+     * dynamic values read from the pass block). If the backend holds a graph for `key` it
+     * replays it and sets *replayed, and the composition issues nothing until pass_end;
+     * otherwise it may record the ops (they run at pass_end). pass_end(ok = false) discards a
+     * recording after a failed op. Nothing between the two may read back or wait. */
+    ds4rt_status (*pass_begin)(ds4rt_bctx *ctx, uint64_t key, bool *replayed);
+    ds4rt_status (*pass_end)(ds4rt_bctx *ctx, bool ok);
 
     /* ---- ops ---- */
     /* out[i][c][:] = dequantised row ids[i] of w, for c < copies (out rows are copies*cols). */

@@ -111,16 +111,40 @@ ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds
     return status;
 }
 
-static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a) {
+/* The static shape of a pass, hashed (FNV-1a): what a captured graph of its layers depends on.
+ * Positions and token ids are not in it (the ops read them from the pass block). */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t capture_key(uint64_t h, const ds4rt_capture *c) {
+    if (c == NULL) return fnv(h, "-", 1);
+    h = fnv(h, &c->rows, sizeof c->rows);
+    h = fnv(h, &c->slot_stride, sizeof c->slot_stride);
+    h = fnv(h, &c->row_stride, sizeof c->row_stride);
+    return fnv(h, c->layers, c->n_layers * sizeof *c->layers);
+}
+
+static uint64_t pass_key(const ds4rt_target *t, const ds4rt_pass_bufs *pb, const ds4rt_kv_state *st,
+                         const ds4rt_forward_args *a) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    const void *ptrs[] = {t, pb, st};
+    h = fnv(h, ptrs, sizeof ptrs);
+    h = fnv(h, &a->n, sizeof a->n);
+    h = capture_key(h, a->capture);
+    return capture_key(h, a->capture2);
+}
+
+/* The embedding and the layers (everything between the pass block's upload and the head). */
+static ds4rt_status run_layers(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st,
+                               ds4rt_forward_args *a) {
     const ds4rt_hparams *hp = &t->hp;
     ds4rt_bctx *ctx = pb->ctx;
     const ds4rt_backend_ops *o = ctx->ops;
     ds4rt_acts *acts = &pb->acts;
     const int64_t n = a->n, pos0 = st->n_pos;
-    const uint32_t D = hp->n_embd;
-    double t_layers = ds4rt_now_ms();
-    /* the only host->backend copy of the pass: positions and token ids */
-    TRY(ds4rt_pass_upload(ctx, acts->in, pos0, 0, a->tokens, n));
     TRY(o->get_rows(ctx, &t->tok_embd, ds4rt_pass_tokens(acts->in), n, hp->hc, acts->X));
 
     trace_ctx tc = {.a = a, .ctx = ctx, .pos0 = pos0};
@@ -138,6 +162,30 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
         TRY(capture_layer(ctx, hp, a->capture, l, acts->X, n));
         TRY(capture_layer(ctx, hp, a->capture2, l, acts->X, n));
     }
+    return DS4RT_OK;
+}
+
+static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a) {
+    const ds4rt_hparams *hp = &t->hp;
+    ds4rt_bctx *ctx = pb->ctx;
+    const ds4rt_backend_ops *o = ctx->ops;
+    ds4rt_acts *acts = &pb->acts;
+    const int64_t n = a->n, pos0 = st->n_pos;
+    const uint32_t D = hp->n_embd;
+    double t_layers = ds4rt_now_ms();
+    /* the only host->backend copy of the pass: positions and token ids */
+    TRY(ds4rt_pass_upload(ctx, acts->in, pos0, 0, a->tokens, n));
+    /* the layers read nothing back: a backend may replay them as one captured graph (a traced
+     * pass reads rows back, so it is never captured) */
+    bool replayed = false;
+    const bool graph = o->pass_begin != NULL && a->trace == NULL;
+    if (graph) TRY(o->pass_begin(ctx, pass_key(t, pb, st, a), &replayed));
+    ds4rt_status status = replayed ? DS4RT_OK : run_layers(t, pb, st, a);
+    if (graph) {
+        ds4rt_status end = o->pass_end(ctx, status == DS4RT_OK);
+        if (status == DS4RT_OK) status = end;
+    }
+    TRY(status);
     st->n_pos = pos0 + n;
     TRY(o->synchronize(ctx));
     double t_head = ds4rt_now_ms();
@@ -147,8 +195,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
         const int64_t from = a->logits_from, m = n - from;
         TRY(o->hc_head(ctx, hp, m, &t->hc_head, ds4rt_f32_at(acts->X, (uint64_t)from * hp->hc_dim), pb->hy));
         if (a->trace) {
-            tc.layer = hp->n_layer;
-            tc.pos0 = pos0 + from;
+            trace_ctx tc = {.a = a, .ctx = ctx, .layer = hp->n_layer, .pos0 = pos0 + from};
             TRY(trace_rows(&tc, DS4RT_TRACE_HEAD, pb->hy, m, D));
         }
         TRY(o->rms_norm(ctx, m, D, pb->hy, t->out_norm, hp->rms_eps, pb->hy));

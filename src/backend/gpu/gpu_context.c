@@ -21,6 +21,7 @@ ds4rt_status gpu_ctx_create(ds4rt_backend *be, int n_threads, ds4rt_bctx **out) 
         free(c);
         return gpu_check(st, "context stream");
     }
+    gpu_graphs_init(c);
     *out = &c->base;
     return DS4RT_OK;
 }
@@ -104,6 +105,7 @@ void gpu_ctx_free(ds4rt_bctx *ctx) {
     if (ctx == NULL) return;
     gpu_ctx *c = gctx(ctx);
     (void)ds4rt_gk_stream_sync(c->stream);
+    gpu_graphs_free(c);
     if (c->ws.buf != NULL) gpu_release(ctx->be, c->ws.buf);
     if (c->ws.act != NULL) gpu_release(ctx->be, c->ws.act);
     ds4rt_gk_stream_destroy(c->stream);

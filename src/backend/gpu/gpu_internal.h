@@ -73,10 +73,22 @@ typedef struct gpu_workspace {
     ds4rt_dbuf *act;
 } gpu_workspace;
 
+/* A captured pass (gpu_graphs.c). */
+typedef struct gpu_graph {
+    uint64_t key;
+    void *exec;
+} gpu_graph;
+#define GPU_MAX_GRAPHS 64
+
 typedef struct gpu_ctx {
     ds4rt_bctx base;          /* first: the composition sees only this */
     void *stream;             /* created stream (HIP-CPU's null stream may reorder work) */
     gpu_workspace ws;
+    /* graphs */
+    bool graphs_on, recording;
+    uint64_t recording_key, graph_replays;
+    gpu_graph *graphs;
+    size_t n_graphs;
 } gpu_ctx;
 
 static inline gpu_ctx *gctx(ds4rt_bctx *ctx) { return (gpu_ctx *)ctx; }
@@ -129,6 +141,12 @@ void gpu_cache_free(ds4rt_backend *be);
 uint64_t gpu_kernel_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
 /* Bytes of converted activations the products need for `lim` (gpu_act's first size). */
 uint64_t gpu_mm_act_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
+
+/* graphs (gpu_graphs.c) */
+void gpu_graphs_init(gpu_ctx *c);
+void gpu_graphs_free(gpu_ctx *c);
+ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, bool *replayed);
+ds4rt_status gpu_pass_end(ds4rt_bctx *ctx, bool ok);
 
 /* The op table's ops of this backend (gpu_backend.c), for contexts to point at. */
 extern const ds4rt_backend_ops ds4rt_gpu_ops;
