@@ -15,11 +15,13 @@ ds4rt_status cpu_workspace_reserve(cpu_workspace *ws, const ds4rt_hparams *hp, c
     ds4rt_limits lim = {.max_rows = max64(ws->lim.max_rows, want->max_rows),
                         .max_keys = max64(ws->lim.max_keys, want->max_keys),
                         .max_comp = max64(ws->lim.max_comp, want->max_comp)};
+    /* a wider model needs wider buffers even when the row limits are unchanged */
     if (ws->normed != NULL && lim.max_rows == ws->lim.max_rows && lim.max_keys == ws->lim.max_keys &&
-        lim.max_comp == ws->lim.max_comp)
+        lim.max_comp == ws->lim.max_comp && memcmp(&ws->hp, hp, sizeof *hp) == 0)
         return DS4RT_OK;
     cpu_workspace_free(ws);
     ws->lim = lim;
+    ws->hp = *hp;
     ws->n_threads = n_threads < 1 ? 1 : n_threads;
     const int64_t cap = lim.max_rows, N = hp->hc, D = hp->n_embd, k = hp->n_expert_used;
     bool ok = true;

@@ -11,6 +11,7 @@
 
 typedef struct cpu_workspace {
     ds4rt_limits lim;       /* what it is sized for */
+    ds4rt_hparams hp;       /* ... and for which model shape */
     int n_threads;
     uint64_t bytes;
     /* hyper-connections */
