@@ -783,6 +783,127 @@ __global__ void __launch_bounds__(FQ * FRG * FGROUPS) mm_f_kernel(mm_args a, int
     }
 }
 
+/* ---------------- float products, 16-byte weight loads ----------------
+ * Thread (q, lr, g) is lanes L*q .. L*q+L-1 of row lr for the TT tokens of token group g, where
+ * L = 16 / element bytes (F16/BF16: 8, F32: 4): every weight load is 16 bytes, and each lane is
+ * one accumulator that adds its elements in column order (the CPU's lane i % 32). A row's 32
+ * lanes are TPR = 32 / L threads; a thread block is VX threads (VX / TPR rows) per token group.
+ * The loads of VU chunks (32 elements each) are issued one batch ahead of their use, so each
+ * thread keeps 2 x VU x 16 bytes in flight: the weights, not the number of warps, bound it. */
+
+#define VX 64 /* threads of a token group in a block */
+
+template <int TYPE>
+__device__ __forceinline__ void unpack16(uint4 p, float *v) {
+    if (TYPE == T_F32) {
+        v[0] = bits_f32(p.x), v[1] = bits_f32(p.y), v[2] = bits_f32(p.z), v[3] = bits_f32(p.w);
+    } else {
+        const uint32_t u[4] = {p.x, p.y, p.z, p.w};
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = TYPE == T_F16 ? h2f(u[k] & 0xffffu) : bf2f(u[k] & 0xffffu);
+            v[2 * k + 1] = TYPE == T_F16 ? h2f(u[k] >> 16) : bf2f(u[k] >> 16);
+        }
+    }
+}
+
+template <int TYPE, int TT, bool EXPERTS>
+__global__ void __launch_bounds__(VX * FGROUPS) mm_fv_kernel(mm_args a, int64_t cols) {
+    constexpr int L = TYPE == T_F32 ? 4 : 8;       /* lanes per thread */
+    constexpr int TPR = 32 / L;                     /* threads per row */
+    constexpr int VR = VX / TPR;                    /* rows per block */
+    constexpr int CB = 32 * (TYPE == T_F32 ? 4 : 2); /* bytes of a 32-element chunk of a row */
+    constexpr int VU = TT >= 4 ? 4 : 8;             /* chunks per load batch */
+    __shared__ float part[TT][VR][33]; /* the 32 lanes of each (token, row); 33 against bank conflicts */
+    const int q = threadIdx.x % TPR, lr = threadIdx.x / TPR, g = threadIdx.y;
+    const int64_t rowb = (int64_t)blockIdx.x * VR, row = rowb + lr;
+    int64_t t0, nt, y_row;
+    const uint8_t *w = a.w;
+    bool bad = false;
+    if (EXPERTS) {
+        const int64_t j = blockIdx.y;
+        const int32_t e = a.ids[j];
+        bad = e < 0 || (uint32_t)e >= a.n_experts;
+        w += bad ? 0 : (uint64_t)e * a.expert_stride;
+        t0 = j / a.x_div;
+        nt = 1;
+        y_row = j;
+    } else {
+        t0 = (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)g * TT;
+        nt = group_tokens(a.n, t0, TT);
+        y_row = t0;
+    }
+    float acc[TT][L];
+    UNROLL
+    for (int t = 0; t < TT; t++)
+        UNROLL
+        for (int k = 0; k < L; k++) acc[t][k] = 0.0f;
+    if (nt > 0 && !bad) {
+        /* rows past the end read the last row; nothing is stored */
+        const uint8_t *wr = w + (uint64_t)(row < a.rows ? row : a.rows - 1) * a.row_bytes + 16 * q;
+        const int64_t nch = cols / 32;
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        uint4 cur[VU];
+        UNROLL
+        for (int u = 0; u < VU; u++) cur[u] = u < nch ? *(const uint4 *)(const void *)(wr + (int64_t)u * CB) : zero;
+        for (int64_t c0 = 0; c0 < nch; c0 += VU) {
+            uint4 nxt[VU];
+            UNROLL
+            for (int u = 0; u < VU; u++) {
+                const int64_t c = c0 + VU + u;
+                nxt[u] = c < nch ? *(const uint4 *)(const void *)(wr + c * CB) : zero;
+            }
+            UNROLL
+            for (int u = 0; u < VU; u++) {
+                if (c0 + u < nch) {
+                    float wv[L];
+                    unpack16<TYPE>(cur[u], wv);
+                    const int64_t e = (c0 + u) * 32 + L * q;
+                    UNROLL
+                    for (int t = 0; t < TT; t++) {
+                        if (t < nt) {
+                            const float *xr = (const float *)(const void *)(a.act + (size_t)(t0 + t) * a.stride) + e;
+                            float xv[L];
+                            UNROLL
+                            for (int k = 0; k < L; k += 4) {
+                                const float4 x4 = *(const float4 *)(const void *)(xr + k);
+                                xv[k] = x4.x, xv[k + 1] = x4.y, xv[k + 2] = x4.z, xv[k + 3] = x4.w;
+                            }
+                            UNROLL
+                            for (int k = 0; k < L; k++) acc[t][k] = mac<TYPE>(acc[t][k], wv[k], xv[k]);
+                        }
+                    }
+                }
+            }
+            UNROLL
+            for (int u = 0; u < VU; u++) cur[u] = nxt[u];
+        }
+    }
+    /* one token group at a time: its lanes through shared memory, then reduce32 (blocks.h):
+     * v[k] = (l[k] + l[k+8]) + (l[k+16] + l[k+24]), y = reduce8(v) */
+    const int nthreads = blockDim.x * blockDim.y, tid = threadIdx.y * blockDim.x + threadIdx.x;
+    for (int gr = 0; gr < (int)blockDim.y; gr++) {
+        if (g == gr)
+            UNROLL
+            for (int t = 0; t < TT; t++)
+                UNROLL
+                for (int k = 0; k < L; k++) part[t][lr][L * q + k] = acc[t][k];
+        __syncthreads();
+        const int64_t tg = EXPERTS ? t0 : (int64_t)blockIdx.y * (TT * FGROUPS) + (int64_t)gr * TT;
+        const int64_t ng = EXPERTS ? 1 : group_tokens(a.n, tg, TT), yg = EXPERTS ? y_row : tg;
+        for (int j = tid; j < TT * VR; j += nthreads) {
+            const int t = j / VR, jr = j % VR;
+            const int64_t orow = rowb + jr;
+            if (t >= ng || orow >= a.rows) continue;
+            const float *l = part[t][jr];
+            float v[8];
+            for (int k = 0; k < 8; k++) v[k] = fadd(fadd(l[k], l[k + 8]), fadd(l[k + 16], l[k + 24]));
+            a.y[(yg + t) * a.rows + orow] = bad ? bits_f32(0x7fc00000u) : reduce8(v);
+        }
+        __syncthreads();
+    }
+}
+
 /* ---------------- row gathers (dequant.c, operation for operation) ---------------- */
 
 template <int TYPE>
@@ -988,6 +1109,31 @@ static mmf_kernel_fn pick_f_tt(int tt, bool vec) {
     }
 }
 
+template <int TYPE, bool EXPERTS>
+static mmf_kernel_fn pick_fv_tt(int tt) {
+    if constexpr (EXPERTS) {
+        (void)tt;
+        return mm_fv_kernel<TYPE, 1, true>;
+    } else {
+        switch (tt) {
+        case 1: return mm_fv_kernel<TYPE, 1, false>;
+        case 2: return mm_fv_kernel<TYPE, 2, false>;
+        case 4: return mm_fv_kernel<TYPE, 4, false>;
+        default: return mm_fv_kernel<TYPE, 8, false>;
+        }
+    }
+}
+
+template <bool EXPERTS>
+static mmf_kernel_fn pick_fv(uint32_t type, int tt) {
+    switch (type) {
+    case T_F32: return pick_fv_tt<T_F32, EXPERTS>(tt);
+    case T_F16: return pick_fv_tt<T_F16, EXPERTS>(tt);
+    case T_BF16: return pick_fv_tt<T_BF16, EXPERTS>(tt);
+    default: return NULL;
+    }
+}
+
 template <bool EXPERTS>
 static mmf_kernel_fn pick_f(uint32_t type, int tt, bool vec) {
     switch (type) {
@@ -1029,9 +1175,15 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
         /* as many token groups as the tokens need (the groups of a block share weight loads) */
         const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
-        const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy);
-        mmf_kernel_fn k = pick_f<EXPERTS>(w->type, tt, vec);
-        hipLaunchKernelGGL(k, grid, dim3(FQ * FRG, (unsigned)groups), 0, s, a, w->cols);
+        if (vec) { /* 16-byte weight loads, one row per thread (mm_fv_kernel) */
+            const int64_t vr = VX / (w->type == T_F32 ? 8 : 4);
+            const dim3 grid((unsigned)((w->rows + vr - 1) / vr), (unsigned)gy);
+            hipLaunchKernelGGL(pick_fv<EXPERTS>(w->type, tt), grid, dim3(VX, (unsigned)groups), 0, s, a, w->cols);
+        } else {
+            const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy);
+            mmf_kernel_fn k = pick_f<EXPERTS>(w->type, tt, vec);
+            hipLaunchKernelGGL(k, grid, dim3(FQ * FRG, (unsigned)groups), 0, s, a, w->cols);
+        }
     }
     return ds4rt_gk_check(hipGetLastError(), what);
 }
