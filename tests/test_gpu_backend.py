@@ -303,9 +303,9 @@ def test_the_cache_expands_q8_0_matrices_and_is_used(qu):
 @needs_every_op
 def test_the_cache_budget_and_its_fallbacks_are_counted(qu):
     full = ds4rt.Model(str(qu.target), backend=GPU["name"], cache="on").info["cache"]["bytes"]
-    c = ds4rt.Model(
-        str(qu.target), backend=GPU["name"], cache="on", cache_budget=full // 2
-    ).info["cache"]
+    c = ds4rt.Model(str(qu.target), backend=GPU["name"], cache="on", cache_budget=full // 2).info[
+        "cache"
+    ]
     assert 0 < c["bytes"] <= full // 2 and c["fallbacks"] > 0, c
     assert "over the budget" in c["reason"], c
 
