@@ -4,7 +4,7 @@
  * Every weight type the CPU backend computes: F32 F16 BF16 Q8_0 Q4_0 MXFP4 Q2_K Q4_K Q5_K Q6_K
  * IQ2_XXS (type ids are GGML's, = DS4RT_TYPE_*). Activations are converted exactly as the CPU
  * path converts them (docs/QUANTS.md §2) and each output is formed by the CPU's fixed operation
- * order (§3: per-block integer sums, one f32 term per block into lane b % 8, the fixed lane
+ * order (docs/QUANTS.md §3: per-block integer sums, one f32 term per block into lane b % 8, the fixed lane
  * reduction; float types: lane i % 32), so results are BITWISE those of the CPU backend's
  * matmul, and a row's result does not depend on the other rows of the batch.
  *

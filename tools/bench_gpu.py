@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Decode, verify and prefill cost of the target on the CPU and GPU backends of the installed
-ds4rt, on one GGUF (docs/GPU.md, "Measuring"; docs/PERFORMANCE.md records results).
+ds4rt, on one GGUF (docs/GPU.md, "On the GPU machine"; docs/PERFORMANCE.md records results).
 
     python tools/bench_gpu.py --target FILE.gguf [--backends cpu,cuda] [--sizes 1,2,4,6,8,16]
                               [--prefill 512] [--repeats 5] [--budget-s 120] [--cache off,on]
@@ -12,9 +12,9 @@ one prefill pass of --prefill tokens (the logits of its last row only). Each fig
 median over --repeats repeats (each repeat times several passes and takes their mean), in wall
 microseconds per pass and per token. A backend whose cost is too high for the time budget
 (e.g. the CPU on a real-width file) is cut short and says so ("truncated": true) rather than
-being left out. --cache runs each backend once per Q8->F16 cache policy listed (docs/CACHE.md:
-"on" against "off" is the measurement `auto` waits for); --graphs runs each once with the GPU
-backend's captured graphs off (0) and on (1) (DS4RT_GPU_GRAPHS, docs/GPU.md "Graphs"). Prints
+being left out. --cache runs each backend once per Q8->F16 cache policy listed (docs/CACHE.md,
+"On a GPU backend the cache does real work": on against off is the measurement `auto`
+waits for); --graphs runs each once with the GPU backend's captured graphs off (0) and on (1) (DS4RT_GPU_GRAPHS, docs/GPU.md "Graphs"). Prints
 JSON (and writes it to --out).
 """
 
