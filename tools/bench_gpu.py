@@ -14,8 +14,8 @@ microseconds per pass and per token. A backend whose cost is too high for the ti
 (e.g. the CPU on a real-width file) is cut short and says so ("truncated": true) rather than
 being left out. --cache runs each backend once per Q8->F16 cache policy listed (docs/CACHE.md,
 "On a GPU backend the cache does real work": on against off is the measurement `auto`
-waits for); --graphs runs each once with the GPU backend's captured graphs off (0) and on (1) (DS4RT_GPU_GRAPHS, docs/GPU.md "Graphs"). Prints
-JSON (and writes it to --out).
+waits for); --graphs runs each once with the GPU backend's captured graphs off (0) and on
+(1) (DS4RT_GPU_GRAPHS, docs/GPU.md "Graphs"). Prints JSON (and writes it to --out).
 """
 
 from __future__ import annotations
