@@ -13,6 +13,24 @@ from reference import dspark_tiny as DT
 from reference import dsv4_ref as R
 from reference import lowp, tiny
 
+# The stage timers a drafting cycle must run (each > 0 once DSpark proposed): the seed's failure
+# showed as these at 0.000 ms with errors=0 (docs/DSPARK.md).
+STAGE_TIMERS = (
+    "propose",
+    "prop_stage0",
+    "prop_setup",
+    "prop_cache",
+    "prop_chain",
+    "prop_hidden",
+    "prop_conf0",
+    "prop_logits",
+    "prop_markov",
+    "verify",
+    "verify_layer",
+    "verify_head",
+    "snapshot",
+)
+
 
 @functools.cache
 def tiny_pair(n_vocab: int = 512, small: bool = False, block_size: int = 5, seed: int = 0):

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from dspark_helpers import STAGE_TIMERS
 from gguf import GGUFValueType as VT
 from gguf_rewrite import rewrite
 from reference import dspark_ref as DR
@@ -51,21 +52,7 @@ def test_every_head_dtype_loads_and_proposes_every_cycle(tmp_path_factory, head_
         st["proposed"] > 0
         and st["no_draft"] == st["tail_skips"] == st["no_draft_by_reason"]["tail"]
     )
-    for key in (
-        "propose",
-        "prop_stage0",
-        "prop_setup",
-        "prop_cache",
-        "prop_chain",
-        "prop_hidden",
-        "prop_conf0",
-        "prop_logits",
-        "prop_markov",
-        "verify",
-        "verify_layer",
-        "verify_head",
-        "snapshot",
-    ):
+    for key in STAGE_TIMERS:
         assert st[key] > 0, key
     assert all(ms > 0 for ms in st["stage_ms"][: d.info["n_stages"]])
 

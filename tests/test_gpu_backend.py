@@ -20,6 +20,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from dspark_helpers import STAGE_TIMERS
 from meson_programs import Unavailable, programs
 from tiny_models import model as tiny
 
@@ -228,22 +229,6 @@ def test_host_drafter_speculation_is_greedy_identical(gpu_fl, mode):
 
 
 # ---- DSpark on the GPU (issue 10) ---------------------------------------------------------------
-
-STAGE_TIMERS = (
-    "propose",
-    "prop_stage0",
-    "prop_setup",
-    "prop_cache",
-    "prop_chain",
-    "prop_hidden",
-    "prop_conf0",
-    "prop_logits",
-    "prop_markov",
-    "verify",
-    "verify_layer",
-    "verify_head",
-    "snapshot",
-)
 
 
 @needs_every_op
