@@ -174,7 +174,7 @@ extern "C" int ds4rt_gk_capture_end(void *stream, void **exec) {
     int st = ds4rt_gk_check(hipStreamEndCapture((hipStream_t)stream, &g), "end graph capture");
     if (st != DS4RT_GK_OK) return st;
     hipGraphExec_t e = NULL;
-    st = ds4rt_gk_check(hipGraphInstantiate(&e, g, 0), "instantiate graph");
+    st = ds4rt_gk_check(hipGraphInstantiateWithFlags(&e, g, 0), "instantiate graph");
     (void)hipGraphDestroy(g);
     if (st == DS4RT_GK_OK) *exec = (void *)e;
     return st;
