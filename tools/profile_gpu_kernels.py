@@ -59,9 +59,20 @@ def summarize(args) -> int:
     rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
     per_launch: dict[str, dict[str, float]] = defaultdict(dict)
     names: dict[str, str] = {}
-    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
-             "s": 1e6, "second": 1e6,
-             "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+    scale = {
+        "ns": 1e-3,
+        "nsecond": 1e-3,
+        "us": 1.0,
+        "usecond": 1.0,
+        "ms": 1e3,
+        "msecond": 1e3,
+        "s": 1e6,
+        "second": 1e6,
+        "byte": 1.0,
+        "Kbyte": 1e3,
+        "Mbyte": 1e6,
+        "Gbyte": 1e9,
+    }
     for r in rows:
         key = r["ID"]
         names[key] = r["Kernel Name"].split("(")[0]
@@ -78,18 +89,24 @@ def summarize(args) -> int:
     table = []
     for name, g in sorted(groups.items(), key=lambda kv: -kv[1]["us"]):
         moved = g["read_bytes"] + g["write_bytes"]
-        table.append({
-            "kernel": name, "launches": int(g["launches"]), "us": round(g["us"], 2),
-            "share": round(g["us"] / total_us, 4) if total_us else 0.0,
-            "read_MB": round(g["read_bytes"] / 1e6, 3),
-            "GBps": round(moved / (g["us"] * 1e3), 1) if g["us"] else 0.0,
-        })
+        table.append(
+            {
+                "kernel": name,
+                "launches": int(g["launches"]),
+                "us": round(g["us"], 2),
+                "share": round(g["us"] / total_us, 4) if total_us else 0.0,
+                "read_MB": round(g["read_bytes"] / 1e6, 3),
+                "GBps": round(moved / (g["us"] * 1e3), 1) if g["us"] else 0.0,
+            }
+        )
     out = {"launches": len(per_launch), "device_us": round(total_us, 1), "kernels": table}
     print(f"{len(per_launch)} launches, {total_us:.1f} us of device time")
     print(f"{'kernel':48s} {'n':>4s} {'us':>9s} {'share':>6s} {'MB read':>9s} {'GB/s':>7s}")
     for t in table:
-        print(f"{t['kernel'][:48]:48s} {t['launches']:4d} {t['us']:9.1f} {t['share']:6.1%} "
-              f"{t['read_MB']:9.2f} {t['GBps']:7.1f}")
+        print(
+            f"{t['kernel'][:48]:48s} {t['launches']:4d} {t['us']:9.1f} {t['share']:6.1%} "
+            f"{t['read_MB']:9.2f} {t['GBps']:7.1f}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
