@@ -256,31 +256,46 @@ __device__ __forceinline__ int8_t clamp_q(float v) {
     return (int8_t)r;
 }
 
-/* One thread per 32-element block: the CPU's loop as it is. */
-__global__ void act_q8_0_kernel(const float *__restrict__ x, int64_t n, int64_t cols, uint8_t *__restrict__ act,
-                                size_t stride, size_t d_off, size_t s_off) {
+/* A thread block of AQ_NT threads takes AQ_NT / 32 consecutive 32-element blocks, one element
+ * per thread: the loads and the int8 stores are coalesced, and the two serial steps of the CPU's
+ * loop (the first maximum of |x|, the sum of the block's int8 values) are done by the block's
+ * first thread over shared memory, in the CPU's order. */
+#define AQ_NT 256
+__global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict__ x, int64_t n, int64_t cols,
+                                                         uint8_t *__restrict__ act, size_t stride, size_t d_off,
+                                                         size_t s_off) {
+    __shared__ float xs[AQ_NT];
+    __shared__ float inv_d[AQ_NT / 32];
+    __shared__ int32_t qs[AQ_NT];
     const int64_t nb = cols / 32;
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * nb) return;
-    const int64_t t = i / nb, b = i % nb;
-    const float *xb = x + t * cols + b * 32;
+    const int k = (int)threadIdx.x % 32, sb = (int)threadIdx.x / 32;
+    const int64_t i = (int64_t)blockIdx.x * (AQ_NT / 32) + sb; /* the 32-element block of x */
+    const bool live = i < n * nb;
+    const int64_t t = live ? i / nb : 0, b = live ? i % nb : 0;
     uint8_t *row = act + (size_t)t * stride;
-    float amax = 0.0f;
-    for (int k = 0; k < 32; k++) {
-        const float ax = fabsf(xb[k]);
-        if (ax > amax) amax = ax;
+    const float v = live ? x[i * 32 + k] : 0.0f; /* rows of x are contiguous: block i at 32 i */
+    xs[threadIdx.x] = v;
+    __syncthreads();
+    if (k == 0 && live) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float ax = fabsf(xs[sb * 32 + j]);
+            if (ax > amax) amax = ax;
+        }
+        const float db = fdiv(amax, 127.0f);
+        inv_d[sb] = db != 0.0f ? fdiv(1.0f, db) : 0.0f;
+        ((float *)(void *)(row + d_off))[b] = db;
     }
-    const float db = fdiv(amax, 127.0f);
-    const float id = db != 0.0f ? fdiv(1.0f, db) : 0.0f;
-    int32_t s = 0;
-    int8_t *q = (int8_t *)row + b * 32;
-    for (int k = 0; k < 32; k++) {
-        const int8_t v = clamp_q(fmul(xb[k], id));
-        q[k] = v;
-        s += v;
+    __syncthreads();
+    const int8_t q = live ? clamp_q(fmul(v, inv_d[sb])) : (int8_t)0;
+    if (live) ((int8_t *)row)[b * 32 + k] = q;
+    qs[threadIdx.x] = q;
+    __syncthreads();
+    if (k == 0 && live) {
+        int32_t s = 0;
+        for (int j = 0; j < 32; j++) s += qs[sb * 32 + j];
+        ((int32_t *)(void *)(row + s_off))[b] = s;
     }
-    ((float *)(void *)(row + d_off))[b] = db;
-    ((int32_t *)(void *)(row + s_off))[b] = s;
 }
 
 /* 16 threads per 256-element block, one per group of 16: the group's first maximum of |x| is
@@ -604,11 +619,14 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
         if (ALIGNED) { /* rows are 16-aligned: load the covering 16-byte words */
             shift = (int)(off & 15);
             const int nu = (int)((shift + len + 15) / 16);
-            for (int k = tid; k < nrows * nu; k += QROWS * QLANES) {
-                const int rr = k / nu, u = k % nu;
-                const uint8_t *src = w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift) + 16 * u;
-                *(uint4 *)(void *)&wbuf[rr][16 * u] = *(const uint4 *)(const void *)src;
-            }
+            /* row by row, without dividing by nu: all of a thread's loads are independent */
+            UNROLL
+            for (int rr = 0; rr < QROWS; rr++)
+                if (rr < nrows) {
+                    const uint8_t *src = w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift);
+                    for (int u = tid; u < nu; u += QROWS * QLANES)
+                        *(uint4 *)(void *)&wbuf[rr][16 * u] = *(const uint4 *)(const void *)(src + 16 * u);
+                }
         } else {
             for (int k = tid; k < nrows * (int)len; k += QROWS * QLANES) {
                 const int rr = k / (int)len, u = k % (int)len;
@@ -904,6 +922,99 @@ __global__ void __launch_bounds__(VX * FGROUPS) mm_fv_kernel(mm_args a, int64_t 
     }
 }
 
+/* ---------------- float products of a few tokens: one row per block, staged ----------------
+ * For decode and verify the kernels above give each thread whole rows, so a matrix of a few
+ * hundred rows (the router, the compressors, the HC mixes) keeps only a few KB of loads in
+ * flight and reads at tens of GB/s. Here a block of FS_NT threads owns one weight row: all of its
+ * threads load a chunk of the row (FS_CHUNK bytes, 16-byte loads) into shared memory, the next
+ * chunk's loads issued before the current one is used; then the FS_GROUPS warps run the 32 lane
+ * chains of the CPU's order (lane c % 32, in column order) for tokens g, g + FS_GROUPS, ... The
+ * activations come from global memory (every block of the launch reads the same rows: L1/L2). */
+#define FS_NT 128
+#define FS_GROUPS (FS_NT / 32)
+#define FS_TPG 4                        /* tokens per group */
+#define FS_TOK (FS_GROUPS * FS_TPG)     /* tokens per grid row */
+#define FS_MAX_N (2 * FS_TOK)           /* launch_mm takes this kernel up to here */
+#define FS_CHUNK 16384                  /* staged bytes of the row per step */
+#define FS_LOADS (FS_CHUNK / 16 / FS_NT) /* 16-byte loads per thread per step */
+#define FS_BATCH 16                     /* elements of a lane loaded before they are added */
+
+template <int TYPE>
+__device__ __forceinline__ float staged_elem(const uint8_t *wsh, int64_t e) {
+    if (TYPE == T_F32) return ((const float *)(const void *)wsh)[e];
+    const uint32_t u = ((const uint16_t *)(const void *)wsh)[e];
+    return TYPE == T_F16 ? h2f(u) : bf2f(u);
+}
+
+template <int TYPE>
+__global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
+    constexpr int ES = TYPE == T_F32 ? 4 : 2;
+    constexpr int64_t CE = FS_CHUNK / ES; /* elements per chunk */
+    __shared__ uint4 wsh4[FS_CHUNK / 16];
+    __shared__ float lanes[FS_TOK][33];
+    const uint8_t *wsh = (const uint8_t *)(const void *)wsh4;
+    const int tid = (int)threadIdx.x, l = tid % 32, g = tid / 32;
+    const int64_t r = blockIdx.x, tb = (int64_t)blockIdx.y * FS_TOK;
+    const int nt = a.n - tb < FS_TOK ? (int)(a.n - tb) : FS_TOK;
+    const uint8_t *wr = a.w + (uint64_t)r * a.row_bytes;
+    const int64_t len = cols * ES; /* a multiple of 64: rows are 16-aligned, cols % 32 == 0 */
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 nxt[FS_LOADS];
+    UNROLL
+    for (int k = 0; k < FS_LOADS; k++) {
+        const int64_t o = (int64_t)(k * FS_NT + tid) * 16;
+        nxt[k] = o < len ? *(const uint4 *)(const void *)(wr + o) : zero;
+    }
+    float acc[FS_TPG];
+    UNROLL
+    for (int k = 0; k < FS_TPG; k++) acc[k] = 0.0f;
+    for (int64_t e0 = 0; e0 < cols; e0 += CE) {
+        __syncthreads(); /* the previous chunk is consumed */
+        UNROLL
+        for (int k = 0; k < FS_LOADS; k++) wsh4[k * FS_NT + tid] = nxt[k];
+        __syncthreads();
+        UNROLL
+        for (int k = 0; k < FS_LOADS; k++) {
+            const int64_t o = (e0 + CE) * ES + (int64_t)(k * FS_NT + tid) * 16;
+            nxt[k] = o < len ? *(const uint4 *)(const void *)(wr + o) : zero;
+        }
+        const int64_t nj = (cols - e0 < CE ? cols - e0 : CE) / 32; /* lane elements in the chunk */
+        UNROLL
+        for (int k = 0; k < FS_TPG; k++) {
+            const int t = g + k * FS_GROUPS;
+            if (t < nt) { /* uniform over the warp */
+                const float *xr = (const float *)(const void *)(a.act + (size_t)(tb + t) * a.stride) + e0 + l;
+                float s = acc[k];
+                for (int64_t j0 = 0; j0 < nj; j0 += FS_BATCH) {
+                    float xv[FS_BATCH], wv[FS_BATCH];
+                    UNROLL
+                    for (int u = 0; u < FS_BATCH; u++) {
+                        const int64_t j = j0 + u;
+                        xv[u] = j < nj ? xr[32 * j] : 0.0f;
+                        wv[u] = j < nj ? staged_elem<TYPE>(wsh, l + 32 * j) : 0.0f;
+                    }
+                    UNROLL
+                    for (int u = 0; u < FS_BATCH; u++)
+                        if (j0 + u < nj) s = mac<TYPE>(s, wv[u], xv[u]);
+                }
+                acc[k] = s;
+            }
+        }
+    }
+    UNROLL
+    for (int k = 0; k < FS_TPG; k++) {
+        const int t = g + k * FS_GROUPS;
+        if (t < nt) lanes[t][l] = acc[k];
+    }
+    __syncthreads();
+    if (tid < nt) { /* reduce32 (blocks.h), as the kernels above */
+        const float *lv = lanes[tid];
+        float v[8];
+        for (int k = 0; k < 8; k++) v[k] = fadd(fadd(lv[k], lv[k + 8]), fadd(lv[k + 16], lv[k + 24]));
+        a.y[(tb + tid) * a.rows + r] = reduce8(v);
+    }
+}
+
 /* ---------------- row gathers (dequant.c, operation for operation) ---------------- */
 
 template <int TYPE>
@@ -1058,8 +1169,9 @@ extern "C" int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, 
     uint8_t *act = (uint8_t *)d_act;
     if (kind == A_Q8_0) {
         const int64_t items = n * (cols / 32);
-        hipLaunchKernelGGL(act_q8_0_kernel, dim3((unsigned)((items + 127) / 128)), dim3(128), 0, s, d_x, n, cols, act,
-                           l.stride, l.d_off, l.s_off);
+        const int64_t per = AQ_NT / 32;
+        hipLaunchKernelGGL(act_q8_0_kernel, dim3((unsigned)((items + per - 1) / per)), dim3(AQ_NT), 0, s, d_x, n, cols,
+                           act, l.stride, l.d_off, l.s_off);
         return DS4RT_GK_LAUNCHED("act_q8_0");
     }
     if (kind == A_Q8_K) {
@@ -1175,7 +1287,12 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
         /* as many token groups as the tokens need (the groups of a block share weight loads) */
         const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
-        if (vec) { /* 16-byte weight loads, one row per thread (mm_fv_kernel) */
+        if (vec && !EXPERTS && nn <= FS_MAX_N) { /* a few tokens: one staged row per block (mm_fs_kernel) */
+            const dim3 grid((unsigned)w->rows, (unsigned)((nn + FS_TOK - 1) / FS_TOK));
+            mmf_kernel_fn k = w->type == T_F32 ? mm_fs_kernel<T_F32> : w->type == T_F16 ? mm_fs_kernel<T_F16>
+                                                                                            : mm_fs_kernel<T_BF16>;
+            hipLaunchKernelGGL(k, grid, dim3(FS_NT), 0, s, a, w->cols);
+        } else if (vec) { /* 16-byte weight loads, one row per thread (mm_fv_kernel) */
             const int64_t vr = VX / (w->type == T_F32 ? 8 : 4);
             const dim3 grid((unsigned)((w->rows + vr - 1) / vr), (unsigned)gy);
             hipLaunchKernelGGL(pick_fv<EXPERTS>(w->type, tt), grid, dim3(VX, (unsigned)groups), 0, s, a, w->cols);

@@ -45,8 +45,9 @@ typedef struct ds4rt_gk_hc_dims {
 
 /* ---- hyper-connections ---------------------------------------------------------------------- */
 
-/* Scratch bytes of ds4rt_gk_hc_pre / ds4rt_gk_hc_head / ds4rt_gk_hc_mix for n rows. */
-size_t ds4rt_gk_hc_scratch_bytes(int64_t n, uint32_t n_hc);
+/* Scratch bytes of ds4rt_gk_hc_pre / ds4rt_gk_hc_head / ds4rt_gk_hc_mix for n rows of N = n_hc
+ * streams of d floats (hc_mix keeps the normalised rows there for the product). */
+size_t ds4rt_gk_hc_scratch_bytes(int64_t n, uint32_t n_hc, uint32_t d);
 
 /* d_mix[i][r] = sum_c fn[r][c] * RMS(X[i])[c] for r < n_out: the mixing product of HC pre
  * (n_out = (2+N)*N) and head (n_out = N). RMS(X) = X * (1/sqrt(mean(X^2) + rms_eps)), rounded

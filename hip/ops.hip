@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "gk_internal.h"
+#include "mm.h"
 #include "ops.h"
 
 #if defined(__clang__)
@@ -261,9 +262,18 @@ extern "C" int ds4rt_gk_matmul_float(uint32_t w_type, const void *d_w, int64_t r
 
 static size_t gk_align(size_t b) { return (b + 255) & ~(size_t)255; }
 
-extern "C" size_t ds4rt_gk_hc_scratch_bytes(int64_t n, uint32_t n_hc) {
+/* Scratch of ds4rt_gk_hc_mix: inv [n], then the normalised rows converted for the product
+ * (the float activation rows of hip/mm.h, which ds4rt_gk_matmul_act reads). */
+static size_t gk_hc_mix_scratch(int64_t n, uint32_t width) {
+    return gk_align((size_t)n * 4) + gk_align(ds4rt_gk_act_bytes(DS4RT_GK_TYPE_F32, width, n));
+}
+
+/* ... and of hc_pre / hc_head: the mixing product [n][(2+N)*N] first. */
+static size_t gk_hc_mix_bytes(int64_t n, uint32_t n_hc) { return gk_align((size_t)n * (2 + n_hc) * n_hc * 4); }
+
+extern "C" size_t ds4rt_gk_hc_scratch_bytes(int64_t n, uint32_t n_hc, uint32_t d) {
     if (n < 1) n = 1;
-    return gk_align((size_t)n * 4) + gk_align((size_t)n * (2 + n_hc) * n_hc * 4);
+    return gk_hc_mix_bytes(n, n_hc) + gk_hc_mix_scratch(n, n_hc * d);
 }
 
 static int gk_hc_check(const ds4rt_gk_hc_dims *dims, int64_t n, const char *who) {
@@ -274,20 +284,45 @@ static int gk_hc_check(const ds4rt_gk_hc_dims *dims, int64_t n, const char *who)
     return DS4RT_GK_OK;
 }
 
+/* act[t][c] = the activation paired with type T of X[t][c] * inv[t] (the CPU's RMS(X) row,
+ * then its rounding), one element per thread; act rows are `stride` bytes apart. */
+template <unsigned T>
+__global__ void gk_hc_act_kernel(const float *__restrict__ X, const float *__restrict__ inv, int64_t n, int64_t width,
+                                 uint8_t *__restrict__ act, size_t stride) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * width) return;
+    const int64_t t = i / width, c = i % width;
+    ((float *)(void *)(act + (size_t)t * stride))[c] = gk_act<T>(X[i] * inv[t]);
+}
+
 extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t n_out, uint32_t fn_type,
                                const void *d_fn, uint64_t fn_row_bytes, const float *d_X, float *d_mix, void *d_scratch,
                                size_t scratch_bytes, void *stream) {
     int st = gk_hc_check(dims, n, "hc_mix");
     if (st != DS4RT_GK_OK || n == 0) return st;
-    if (d_scratch == NULL || scratch_bytes < gk_align((size_t)n * 4))
-        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_mix: scratch of %zu bytes < %zu", scratch_bytes,
-                             gk_align((size_t)n * 4));
     const int64_t width = (int64_t)dims->n_hc * dims->d;
+    const size_t need = gk_hc_mix_scratch(n, (uint32_t)width);
+    if (d_scratch == NULL || scratch_bytes < need || ((uintptr_t)d_scratch & 15) != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_mix: scratch of %zu bytes < %zu (or not 16-byte aligned)",
+                             scratch_bytes, need);
+    if (fn_type != DS4RT_GK_TYPE_F32 && fn_type != DS4RT_GK_TYPE_F16 && fn_type != DS4RT_GK_TYPE_BF16)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "hc_mix: weight type %u is not F32/F16/BF16", fn_type);
     float *inv = (float *)d_scratch;
+    uint8_t *act = (uint8_t *)d_scratch + gk_align((size_t)n * 4);
+    const size_t stride = ds4rt_gk_act_bytes(DS4RT_GK_TYPE_F32, width, 1);
     hipStream_t s = (hipStream_t)stream;
     hipLaunchKernelGGL(gk_rms_inv_kernel, dim3((unsigned)n), dim3(GK_RMS_NT), 0, s, d_X, width, dims->rms_eps, inv);
     if ((st = DS4RT_GK_LAUNCHED("hc_mix rms")) != DS4RT_GK_OK) return st;
-    return gk_float_rows(fn_type, d_fn, n_out, width, fn_row_bytes, d_X, inv, n, d_mix, s, "hc_mix product");
+    const dim3 grid((unsigned)((n * width + 255) / 256));
+    if (fn_type == DS4RT_GK_TYPE_F32)
+        hipLaunchKernelGGL(gk_hc_act_kernel<DS4RT_GK_TYPE_F32>, grid, dim3(256), 0, s, d_X, inv, n, width, act, stride);
+    else if (fn_type == DS4RT_GK_TYPE_F16)
+        hipLaunchKernelGGL(gk_hc_act_kernel<DS4RT_GK_TYPE_F16>, grid, dim3(256), 0, s, d_X, inv, n, width, act, stride);
+    else
+        hipLaunchKernelGGL(gk_hc_act_kernel<DS4RT_GK_TYPE_BF16>, grid, dim3(256), 0, s, d_X, inv, n, width, act, stride);
+    if ((st = DS4RT_GK_LAUNCHED("hc_mix act")) != DS4RT_GK_OK) return st;
+    const ds4rt_gk_weight w = {fn_type, d_fn, (int64_t)n_out, width, fn_row_bytes};
+    return ds4rt_gk_matmul_act(&w, act, n, d_mix, stream);
 }
 
 #define GK_HC_NT 256
@@ -384,14 +419,14 @@ extern "C" int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
                                size_t scratch_bytes, void *stream) {
     int st = gk_hc_check(dims, n, "hc_pre");
     if (st != DS4RT_GK_OK || n == 0) return st;
-    const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc);
+    const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc, dims->d);
     if (d_scratch == NULL || scratch_bytes < need)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre: scratch of %zu bytes < %zu", scratch_bytes, need);
-    const size_t inv_bytes = gk_align((size_t)n * 4);
-    float *mix = (float *)((uint8_t *)d_scratch + inv_bytes);
+    const size_t mix_bytes = gk_hc_mix_bytes(n, dims->n_hc);
+    float *mix = (float *)d_scratch;
     const uint32_t n_out = (2 + dims->n_hc) * dims->n_hc;
-    if ((st = ds4rt_gk_hc_mix(dims, n, n_out, fn_type, d_fn, fn_row_bytes, d_X, mix, d_scratch, inv_bytes, stream)) !=
-        DS4RT_GK_OK)
+    if ((st = ds4rt_gk_hc_mix(dims, n, n_out, fn_type, d_fn, fn_row_bytes, d_X, mix, (uint8_t *)d_scratch + mix_bytes,
+                              scratch_bytes - mix_bytes, stream)) != DS4RT_GK_OK)
         return st;
     return ds4rt_gk_hc_pre_finish(dims, n, mix, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb, stream);
 }
@@ -470,13 +505,13 @@ extern "C" int ds4rt_gk_hc_head(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_
                                 float *d_y, void *d_scratch, size_t scratch_bytes, void *stream) {
     int st = gk_hc_check(dims, n, "hc_head");
     if (st != DS4RT_GK_OK || n == 0) return st;
-    const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc);
+    const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc, dims->d);
     if (d_scratch == NULL || scratch_bytes < need)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_head: scratch of %zu bytes < %zu", scratch_bytes, need);
-    const size_t inv_bytes = gk_align((size_t)n * 4);
-    float *mix = (float *)((uint8_t *)d_scratch + inv_bytes);
-    if ((st = ds4rt_gk_hc_mix(dims, n, dims->n_hc, fn_type, d_fn, fn_row_bytes, d_X, mix, d_scratch, inv_bytes,
-                              stream)) != DS4RT_GK_OK)
+    const size_t mix_bytes = gk_hc_mix_bytes(n, dims->n_hc);
+    float *mix = (float *)d_scratch;
+    if ((st = ds4rt_gk_hc_mix(dims, n, dims->n_hc, fn_type, d_fn, fn_row_bytes, d_X, mix,
+                              (uint8_t *)d_scratch + mix_bytes, scratch_bytes - mix_bytes, stream)) != DS4RT_GK_OK)
         return st;
     return ds4rt_gk_hc_head_finish(dims, n, mix, d_scale, d_base, d_X, d_y, stream);
 }

@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
     float *scale = dev_fill(16, 1.0f), *base = dev_fill((size_t)M * 4, 0.5f), *norm = dev_fill(D * 4u, 1.0f);
     float *xn = dev_fill((size_t)NMAX * D * 4, 0), *post = dev_fill((size_t)NMAX * N * 4, 0),
           *comb = dev_fill((size_t)NMAX * N * N * 4, 0), *Xo = dev_fill((size_t)(NMAX * W) * 4, 0);
-    size_t hsb = ds4rt_gk_hc_scratch_bytes(NMAX, N);
+    size_t hsb = ds4rt_gk_hc_scratch_bytes(NMAX, N, D);
     void *hscr = dev_fill((hsb + 3) & ~(size_t)3, 0);
     float *logits = dev_fill((size_t)NMAX * V * 4, 4.0f), *rl = dev_fill((size_t)NMAX * E * 4, 2.0f),
           *bias = dev_fill(E * 4u, 0.1f), *wts = dev_fill((size_t)NMAX * K * 4, 0),

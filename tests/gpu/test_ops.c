@@ -266,7 +266,7 @@ static void test_hc(uint32_t N, uint32_t D) {
           *dnorm = dev(norm, D * 4u), *df = dev(f, (size_t)(n * D) * 4);
     ds4rt_dbuf *cX = cbuf(X, (size_t)(n * W) * 4), *cscale = cbuf(scale, 12), *cbase = cbuf(base, (size_t)M * 4),
                *cnorm = cbuf(norm, D * 4u), *cf_ = cbuf(f, (size_t)(n * D) * 4);
-    size_t scr_bytes = ds4rt_gk_hc_scratch_bytes(n, N);
+    size_t scr_bytes = ds4rt_gk_hc_scratch_bytes(n, N, D);
     void *scr = dev(NULL, scr_bytes);
     char what[80];
 

@@ -17,7 +17,7 @@ static ds4rt_gk_hc_dims hc_dims(const ds4rt_hparams *hp) {
 }
 
 uint64_t gpu_ops_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim) {
-    return ds4rt_gk_hc_scratch_bytes(lim->max_rows, hp->hc);
+    return ds4rt_gk_hc_scratch_bytes(lim->max_rows, hp->hc, hp->n_embd);
 }
 
 ds4rt_status gpu_hc_pre(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, const ds4rt_hc_weights *w,
