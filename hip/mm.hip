@@ -612,21 +612,38 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
     for (int t = 0; t < nt; t++) acc[tid][t] = 0.0f;
     const int nrows = a.rows - row0 < QROWS ? (int)(a.rows - row0) : QROWS;
 
+    /* Aligned rows: a step is NU 16-byte words per row; thread tid loads words tid + i * 64 (word
+     * k is word k % NU of row k / NU). The next step's loads are issued right after this step is
+     * staged, so they are in flight while the lanes compute. */
+    constexpr int NT = QROWS * QLANES, NU = SPAN / 16, LPT = (QROWS * NU + NT - 1) / NT;
+    uint4 pre[LPT];
+    UNROLL
+    for (int i = 0; i < LPT; i++) pre[i] = make_uint4(0u, 0u, 0u, 0u);
+    auto issue = [&](int64_t b0) {
+        const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
+        const uint64_t off = (uint64_t)b0 * BB;
+        const int shift = (int)(off & 15), nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
+        UNROLL
+        for (int i = 0; i < LPT; i++) {
+            const int k = tid + i * NT, rr = k / NU, u = k % NU;
+            if (rr < nrows && u < nu)
+                pre[i] = *(const uint4 *)(const void *)(w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift) +
+                                                        16 * u);
+        }
+    };
+    if (ALIGNED) issue(0);
     for (int64_t b0 = 0; b0 < a.nb; b0 += STEP) {
         const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
         const uint64_t off = (uint64_t)b0 * BB, len = (uint64_t)nblk * BB;
         int shift = 0;
-        if (ALIGNED) { /* rows are 16-aligned: load the covering 16-byte words */
+        if (ALIGNED) { /* rows are 16-aligned: the covering 16-byte words, loaded by issue() */
             shift = (int)(off & 15);
             const int nu = (int)((shift + len + 15) / 16);
-            /* row by row, without dividing by nu: all of a thread's loads are independent */
             UNROLL
-            for (int rr = 0; rr < QROWS; rr++)
-                if (rr < nrows) {
-                    const uint8_t *src = w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift);
-                    for (int u = tid; u < nu; u += QROWS * QLANES)
-                        *(uint4 *)(void *)&wbuf[rr][16 * u] = *(const uint4 *)(const void *)(src + 16 * u);
-                }
+            for (int i = 0; i < LPT; i++) {
+                const int k = tid + i * NT, rr = k / NU, u = k % NU;
+                if (rr < nrows && u < nu) *(uint4 *)(void *)&wbuf[rr][16 * u] = pre[i];
+            }
         } else {
             for (int k = tid; k < nrows * (int)len; k += QROWS * QLANES) {
                 const int rr = k / (int)len, u = k % (int)len;
@@ -634,6 +651,7 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
             }
         }
         __syncthreads();
+        if (ALIGNED && b0 + STEP < a.nb) issue(b0 + STEP);
         /* lane c: blocks b0 + c, b0 + c + 8, ... of the step, in increasing order */
         if (r < nrows)
             for (int p = c; p < nblk; p += QLANES) {
@@ -925,87 +943,88 @@ __global__ void __launch_bounds__(VX * FGROUPS) mm_fv_kernel(mm_args a, int64_t 
 /* ---------------- float products of a few tokens: one row per block, staged ----------------
  * For decode and verify the kernels above give each thread whole rows, so a matrix of a few
  * hundred rows (the router, the compressors, the HC mixes) keeps only a few KB of loads in
- * flight and reads at tens of GB/s. Here a block of FS_NT threads owns one weight row: all of its
- * threads load a chunk of the row (FS_CHUNK bytes, 16-byte loads) into shared memory, the next
- * chunk's loads issued before the current one is used; then the FS_GROUPS warps run the 32 lane
- * chains of the CPU's order (lane c % 32, in column order) for tokens g, g + FS_GROUPS, ... The
- * activations come from global memory (every block of the launch reads the same rows: L1/L2). */
+ * flight and reads at tens of GB/s. Here a block of FS_NT threads owns one weight row and up to
+ * FS_TOK tokens. Step by step (FS_CE columns), all of its threads stage the chunk of the row,
+ * converted to f32, and the tokens' activations of those columns in shared memory; the next
+ * step's loads are issued before the current one is used. Then warp g runs the 32 lane chains of
+ * token g in the CPU's order (lane c % 32, in column order), reading both operands from shared
+ * memory, so a chain costs a shared load pair and a multiply-add per element. */
 #define FS_NT 128
-#define FS_GROUPS (FS_NT / 32)
-#define FS_TPG 4                        /* tokens per group */
-#define FS_TOK (FS_GROUPS * FS_TPG)     /* tokens per grid row */
-#define FS_MAX_N (2 * FS_TOK)           /* launch_mm takes this kernel up to here */
-#define FS_CHUNK 16384                  /* staged bytes of the row per step */
-#define FS_LOADS (FS_CHUNK / 16 / FS_NT) /* 16-byte loads per thread per step */
-#define FS_BATCH 16                     /* elements of a lane loaded before they are added */
+#define FS_TOK (FS_NT / 32)  /* tokens per grid row: one warp each */
+#define FS_MAX_N 32          /* launch_mm takes this kernel up to here */
+#define FS_CE 2048           /* columns per step */
+#define FS_XL (FS_CE / 4 / FS_NT) /* 16-byte activation loads per thread, token and step */
 
 template <int TYPE>
-__device__ __forceinline__ float staged_elem(const uint8_t *wsh, int64_t e) {
-    if (TYPE == T_F32) return ((const float *)(const void *)wsh)[e];
-    const uint32_t u = ((const uint16_t *)(const void *)wsh)[e];
-    return TYPE == T_F16 ? h2f(u) : bf2f(u);
+__device__ __forceinline__ void unpack_store(uint4 p, float *dst) {
+    if (TYPE == T_F32) {
+        *(uint4 *)(void *)dst = p;
+    } else {
+        float v[8];
+        unpack16<TYPE>(p, v);
+        *(float4 *)(void *)dst = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)(void *)(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+    }
 }
 
 template <int TYPE>
 __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
-    constexpr int ES = TYPE == T_F32 ? 4 : 2;
-    constexpr int64_t CE = FS_CHUNK / ES; /* elements per chunk */
-    __shared__ uint4 wsh4[FS_CHUNK / 16];
+    constexpr int ES = TYPE == T_F32 ? 4 : 2;      /* weight element bytes */
+    constexpr int EW = 16 / ES;                     /* elements per 16-byte weight word */
+    constexpr int WL = FS_CE / EW / FS_NT;          /* weight loads per thread and step */
+    __shared__ float wf[FS_CE];
+    __shared__ float xs[FS_TOK][FS_CE];
     __shared__ float lanes[FS_TOK][33];
-    const uint8_t *wsh = (const uint8_t *)(const void *)wsh4;
     const int tid = (int)threadIdx.x, l = tid % 32, g = tid / 32;
     const int64_t r = blockIdx.x, tb = (int64_t)blockIdx.y * FS_TOK;
     const int nt = a.n - tb < FS_TOK ? (int)(a.n - tb) : FS_TOK;
     const uint8_t *wr = a.w + (uint64_t)r * a.row_bytes;
-    const int64_t len = cols * ES; /* a multiple of 64: rows are 16-aligned, cols % 32 == 0 */
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    uint4 nxt[FS_LOADS];
-    UNROLL
-    for (int k = 0; k < FS_LOADS; k++) {
-        const int64_t o = (int64_t)(k * FS_NT + tid) * 16;
-        nxt[k] = o < len ? *(const uint4 *)(const void *)(wr + o) : zero;
-    }
-    float acc[FS_TPG];
-    UNROLL
-    for (int k = 0; k < FS_TPG; k++) acc[k] = 0.0f;
-    for (int64_t e0 = 0; e0 < cols; e0 += CE) {
-        __syncthreads(); /* the previous chunk is consumed */
+    uint4 wp[WL];
+    float4 xp[FS_TOK][FS_XL];
+    /* element offsets of this thread's words within a step: weights k * FS_NT + tid words of
+     * EW elements, activations (k * FS_NT + tid) * 4 */
+    auto issue = [&](int64_t e0) {
         UNROLL
-        for (int k = 0; k < FS_LOADS; k++) wsh4[k * FS_NT + tid] = nxt[k];
-        __syncthreads();
-        UNROLL
-        for (int k = 0; k < FS_LOADS; k++) {
-            const int64_t o = (e0 + CE) * ES + (int64_t)(k * FS_NT + tid) * 16;
-            nxt[k] = o < len ? *(const uint4 *)(const void *)(wr + o) : zero;
+        for (int k = 0; k < WL; k++) {
+            const int64_t e = e0 + (int64_t)(k * FS_NT + tid) * EW;
+            wp[k] = e < cols ? *(const uint4 *)(const void *)(wr + e * ES) : zero;
         }
-        const int64_t nj = (cols - e0 < CE ? cols - e0 : CE) / 32; /* lane elements in the chunk */
         UNROLL
-        for (int k = 0; k < FS_TPG; k++) {
-            const int t = g + k * FS_GROUPS;
-            if (t < nt) { /* uniform over the warp */
-                const float *xr = (const float *)(const void *)(a.act + (size_t)(tb + t) * a.stride) + e0 + l;
-                float s = acc[k];
-                for (int64_t j0 = 0; j0 < nj; j0 += FS_BATCH) {
-                    float xv[FS_BATCH], wv[FS_BATCH];
-                    UNROLL
-                    for (int u = 0; u < FS_BATCH; u++) {
-                        const int64_t j = j0 + u;
-                        xv[u] = j < nj ? xr[32 * j] : 0.0f;
-                        wv[u] = j < nj ? staged_elem<TYPE>(wsh, l + 32 * j) : 0.0f;
-                    }
-                    UNROLL
-                    for (int u = 0; u < FS_BATCH; u++)
-                        if (j0 + u < nj) s = mac<TYPE>(s, wv[u], xv[u]);
+        for (int t = 0; t < FS_TOK; t++)
+            if (t < nt) {
+                const float *xr = (const float *)(const void *)(a.act + (size_t)(tb + t) * a.stride);
+                UNROLL
+                for (int k = 0; k < FS_XL; k++) {
+                    const int64_t e = e0 + (int64_t)(k * FS_NT + tid) * 4;
+                    xp[t][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
                 }
-                acc[k] = s;
+            }
+    };
+    issue(0);
+    float acc = 0.0f;
+    for (int64_t e0 = 0; e0 < cols; e0 += FS_CE) {
+        __syncthreads(); /* the previous step is consumed */
+        UNROLL
+        for (int k = 0; k < WL; k++) unpack_store<TYPE>(wp[k], &wf[(k * FS_NT + tid) * EW]);
+        UNROLL
+        for (int t = 0; t < FS_TOK; t++)
+            if (t < nt)
+                UNROLL
+                for (int k = 0; k < FS_XL; k++) *(float4 *)(void *)&xs[t][(k * FS_NT + tid) * 4] = xp[t][k];
+        __syncthreads();
+        if (e0 + FS_CE < cols) issue(e0 + FS_CE);
+        if (g < nt) { /* uniform over the warp */
+            const int nj = (int)((cols - e0 < FS_CE ? cols - e0 : FS_CE) / 32);
+            if (nj == FS_CE / 32) {
+                UNROLL
+                for (int j = 0; j < FS_CE / 32; j++) acc = mac<TYPE>(acc, wf[l + 32 * j], xs[g][l + 32 * j]);
+            } else {
+                for (int j = 0; j < nj; j++) acc = mac<TYPE>(acc, wf[l + 32 * j], xs[g][l + 32 * j]);
             }
         }
     }
-    UNROLL
-    for (int k = 0; k < FS_TPG; k++) {
-        const int t = g + k * FS_GROUPS;
-        if (t < nt) lanes[t][l] = acc[k];
-    }
+    if (g < nt) lanes[g][l] = acc;
     __syncthreads();
     if (tid < nt) { /* reduce32 (blocks.h), as the kernels above */
         const float *lv = lanes[tid];
