@@ -612,37 +612,17 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
     for (int t = 0; t < nt; t++) acc[tid][t] = 0.0f;
     const int nrows = a.rows - row0 < QROWS ? (int)(a.rows - row0) : QROWS;
 
-    /* Aligned rows: a step is NU 16-byte words per row; thread tid loads words tid + i * 64 (word
-     * k is word k % NU of row k / NU). The next step's loads are issued right after this step is
-     * staged, so they are in flight while the lanes compute. */
-    constexpr int NT = QROWS * QLANES, NU = SPAN / 16, LPT = (QROWS * NU + NT - 1) / NT;
-    uint4 pre[LPT];
-    UNROLL
-    for (int i = 0; i < LPT; i++) pre[i] = make_uint4(0u, 0u, 0u, 0u);
-    auto issue = [&](int64_t b0) {
-        const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
-        const uint64_t off = (uint64_t)b0 * BB;
-        const int shift = (int)(off & 15), nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
-        UNROLL
-        for (int i = 0; i < LPT; i++) {
-            const int k = tid + i * NT, rr = k / NU, u = k % NU;
-            if (rr < nrows && u < nu)
-                pre[i] = *(const uint4 *)(const void *)(w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift) +
-                                                        16 * u);
-        }
-    };
-    if (ALIGNED) issue(0);
     for (int64_t b0 = 0; b0 < a.nb; b0 += STEP) {
         const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
         const uint64_t off = (uint64_t)b0 * BB, len = (uint64_t)nblk * BB;
         int shift = 0;
-        if (ALIGNED) { /* rows are 16-aligned: the covering 16-byte words, loaded by issue() */
+        if (ALIGNED) { /* rows are 16-aligned: load the covering 16-byte words */
             shift = (int)(off & 15);
             const int nu = (int)((shift + len + 15) / 16);
-            UNROLL
-            for (int i = 0; i < LPT; i++) {
-                const int k = tid + i * NT, rr = k / NU, u = k % NU;
-                if (rr < nrows && u < nu) *(uint4 *)(void *)&wbuf[rr][16 * u] = pre[i];
+            for (int k = tid; k < nrows * nu; k += QROWS * QLANES) {
+                const int rr = k / nu, u = k % nu;
+                const uint8_t *src = w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift) + 16 * u;
+                *(uint4 *)(void *)&wbuf[rr][16 * u] = *(const uint4 *)(const void *)src;
             }
         } else {
             for (int k = tid; k < nrows * (int)len; k += QROWS * QLANES) {
@@ -651,7 +631,6 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
             }
         }
         __syncthreads();
-        if (ALIGNED && b0 + STEP < a.nb) issue(b0 + STEP);
         /* lane c: blocks b0 + c, b0 + c + 8, ... of the step, in increasing order */
         if (r < nrows)
             for (int p = c; p < nblk; p += QLANES) {
@@ -677,6 +656,95 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
             for (int k = 0; k < QLANES; k++) l[k] = acc[r * QLANES + k][t];
             a.y[(y_row + t) * a.rows + row0 + r] = reduce8(l);
         }
+}
+
+/* ---------------- 32-element quantised products of a few tokens ----------------
+ * In mm_q_kernel a lane thread decodes and multiplies its own blocks, so a matrix has rows x 8
+ * threads of work: the 512-row KV projection is 64 blocks that walk their rows in 4 dependent
+ * steps (14 us for 2.2 MB on the H200). Only the f32 sum of each lane is ordered (blocks c,
+ * c+8, ... in increasing order); a block's term is exact integer arithmetic and one f32 formula
+ * that any thread can evaluate. So here a block of QT_NT threads stages QT_CB weight blocks of
+ * each of its QT_ROWS rows, every thread evaluates the terms of (row, block) pairs for all
+ * tokens into shared memory, and one warp then adds them into the lanes in the CPU's order. */
+#define QT_NT 256
+#define QT_ROWS 4
+#define QT_TOK 8   /* launch_mm takes this kernel up to n = QT_TOK */
+#define QT_CB 128  /* weight blocks of a row per step (a multiple of QLANES) */
+
+template <int TYPE>
+__global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
+    constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : 17;
+    constexpr int SPAN = ((QT_CB * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
+    constexpr int NU = SPAN / 16, LPT = (QT_ROWS * NU + QT_NT - 1) / QT_NT;
+    constexpr int PAIRS = QT_ROWS * QT_CB;
+    __shared__ uint4 wbuf4[QT_ROWS][NU];
+    __shared__ float terms[QT_TOK][QT_ROWS][QT_CB];
+    __shared__ float lanes[QT_TOK][QT_ROWS][QLANES];
+    uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
+    const int tid = (int)threadIdx.x;
+    const int64_t row0 = (int64_t)blockIdx.x * QT_ROWS;
+    const int nrows = a.rows - row0 < QT_ROWS ? (int)(a.rows - row0) : QT_ROWS;
+    const int nt = (int)a.n;
+    const uint8_t *w = a.w;
+    uint4 pre[LPT];
+    UNROLL
+    for (int i = 0; i < LPT; i++) pre[i] = make_uint4(0u, 0u, 0u, 0u);
+    /* word k of a step is word k % NU of row k / NU; thread tid loads words tid + i * QT_NT */
+    auto issue = [&](int64_t b0) {
+        const int nblk = a.nb - b0 < QT_CB ? (int)(a.nb - b0) : QT_CB;
+        const uint64_t off = (uint64_t)b0 * BB;
+        const int shift = (int)(off & 15), nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
+        UNROLL
+        for (int i = 0; i < LPT; i++) {
+            const int k = tid + i * QT_NT, rr = k / NU, u = k % NU;
+            if (rr < nrows && u < nu)
+                pre[i] = *(const uint4 *)(const void *)(w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift) +
+                                                        16 * u);
+        }
+    };
+    issue(0);
+    const int lr = tid / QLANES, lc = tid % QLANES; /* lane threads: tid < QT_ROWS * QLANES */
+    float acc[QT_TOK];
+    UNROLL
+    for (int t = 0; t < QT_TOK; t++) acc[t] = 0.0f;
+    for (int64_t b0 = 0; b0 < a.nb; b0 += QT_CB) {
+        const int nblk = a.nb - b0 < QT_CB ? (int)(a.nb - b0) : QT_CB;
+        const int shift = (int)(((uint64_t)b0 * BB) & 15);
+        const int nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
+        __syncthreads(); /* the previous step's weights and terms are consumed */
+        UNROLL
+        for (int i = 0; i < LPT; i++) {
+            const int k = tid + i * QT_NT, rr = k / NU, u = k % NU;
+            if (rr < nrows && u < nu) wbuf4[rr][u] = pre[i];
+        }
+        __syncthreads();
+        if (b0 + QT_CB < a.nb) issue(b0 + QT_CB);
+        UNROLL
+        for (int k0 = 0; k0 < PAIRS; k0 += QT_NT) {
+            const int k = k0 + tid, rr = k / QT_CB, p = k % QT_CB;
+            if (rr < nrows && p < nblk) {
+                int wq[8];
+                const float dw = decode32<TYPE>(&wbuf[rr][shift + p * BB], wq);
+                UNROLL
+                for (int t = 0; t < QT_TOK; t++)
+                    if (t < nt) terms[t][rr][p] = term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, b0 + p);
+            }
+        }
+        __syncthreads();
+        if (tid < QT_ROWS * QLANES && lr < nrows) /* lane lc of row lr: blocks lc, lc + 8, ... in order */
+            for (int p = lc; p < nblk; p += QLANES)
+                UNROLL
+                for (int t = 0; t < QT_TOK; t++)
+                    if (t < nt) acc[t] = fadd(acc[t], terms[t][lr][p]);
+    }
+    if (tid < QT_ROWS * QLANES && lr < nrows)
+        UNROLL
+        for (int t = 0; t < QT_TOK; t++) lanes[t][lr][lc] = acc[t];
+    __syncthreads();
+    if (tid < nt * QT_ROWS) { /* the fixed reduction of the row's 8 lanes */
+        const int t = tid / QT_ROWS, r = tid % QT_ROWS;
+        if (r < nrows) a.y[(int64_t)t * a.rows + row0 + r] = reduce8(lanes[t][r]);
+    }
 }
 
 /* ---------------- float products ----------------
@@ -1288,7 +1356,12 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
     a.rows = w->rows;
     const bool aligned = ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0 &&
                          (!EXPERTS || (a.expert_stride & 15) == 0);
-    if (kind == A_Q8_0 || kind == A_Q8_K) {
+    if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
+        a.nb = w->cols / block_elems(w->type);
+        mm_kernel_fn k = w->type == T_Q8_0 ? mm_qt_kernel<T_Q8_0> : w->type == T_Q4_0 ? mm_qt_kernel<T_Q4_0>
+                                                                                        : mm_qt_kernel<T_MXFP4>;
+        hipLaunchKernelGGL(k, dim3((unsigned)((w->rows + QT_ROWS - 1) / QT_ROWS)), dim3(QT_NT), 0, s, a);
+    } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
