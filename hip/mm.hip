@@ -667,16 +667,17 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * each of its QT_ROWS rows, every thread evaluates the terms of (row, block) pairs for all
  * tokens into shared memory, and one warp then adds them into the lanes in the CPU's order. */
 #define QT_NT 256
-#define QT_ROWS 4
-#define QT_TOK 8   /* launch_mm takes this kernel up to n = QT_TOK */
-#define QT_CB 128  /* weight blocks of a row per step (a multiple of QLANES) */
+#define QT_TOK 8     /* launch_mm takes this kernel up to n = QT_TOK */
+#define QT_PAIRS 512 /* (row, block) pairs per step: QT_ROWS x QT_CB */
 
-template <int TYPE>
+/* QT_CB weight blocks of a row per step (a multiple of QLANES): 128, or 32 for rows of at most
+ * 32 blocks (1024 columns), which then take 16 rows per thread block instead of 4. */
+template <int TYPE, int QT_CB>
 __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
+    constexpr int QT_ROWS = QT_PAIRS / QT_CB;
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : 17;
     constexpr int SPAN = ((QT_CB * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
     constexpr int NU = SPAN / 16, LPT = (QT_ROWS * NU + QT_NT - 1) / QT_NT;
-    constexpr int PAIRS = QT_ROWS * QT_CB;
     __shared__ uint4 wbuf4[QT_ROWS][NU];
     __shared__ float terms[QT_TOK][QT_ROWS][QT_CB];
     __shared__ float lanes[QT_TOK][QT_ROWS][QLANES];
@@ -720,7 +721,7 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
         __syncthreads();
         if (b0 + QT_CB < a.nb) issue(b0 + QT_CB);
         UNROLL
-        for (int k0 = 0; k0 < PAIRS; k0 += QT_NT) {
+        for (int k0 = 0; k0 < QT_PAIRS; k0 += QT_NT) {
             const int k = k0 + tid, rr = k / QT_CB, p = k % QT_CB;
             if (rr < nrows && p < nblk) {
                 int wq[8];
@@ -1358,9 +1359,12 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
                          (!EXPERTS || (a.expert_stride & 15) == 0);
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
         a.nb = w->cols / block_elems(w->type);
-        mm_kernel_fn k = w->type == T_Q8_0 ? mm_qt_kernel<T_Q8_0> : w->type == T_Q4_0 ? mm_qt_kernel<T_Q4_0>
-                                                                                        : mm_qt_kernel<T_MXFP4>;
-        hipLaunchKernelGGL(k, dim3((unsigned)((w->rows + QT_ROWS - 1) / QT_ROWS)), dim3(QT_NT), 0, s, a);
+        const bool short_rows = a.nb <= 32;
+        const int64_t rows_per = short_rows ? QT_PAIRS / 32 : QT_PAIRS / 128;
+        mm_kernel_fn k = w->type == T_Q8_0    ? (short_rows ? mm_qt_kernel<T_Q8_0, 32> : mm_qt_kernel<T_Q8_0, 128>)
+                         : w->type == T_Q4_0 ? (short_rows ? mm_qt_kernel<T_Q4_0, 32> : mm_qt_kernel<T_Q4_0, 128>)
+                                             : (short_rows ? mm_qt_kernel<T_MXFP4, 32> : mm_qt_kernel<T_MXFP4, 128>);
+        hipLaunchKernelGGL(k, dim3((unsigned)((w->rows + rows_per - 1) / rows_per)), dim3(QT_NT), 0, s, a);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;
