@@ -328,13 +328,8 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
 #define GK_HC_NT 256
 
 /* One block per row: the Sinkhorn coefficients (float64, the CPU's sequence of operations:
- * each row or column sum in index order, then its divisions), then the weighted reduce of the N
- * streams and the RMSNorm of the result. NC > 0 (N known at compile time, 4 on the published
- * model): thread 0 runs Sinkhorn alone in registers, without the 4 barriers per iteration that
- * dominated the parallel form (33 us per call on the H200). NC = 0: the parallel form, one
- * thread per row/column sum, the divisions in parallel. Both do the same operations in the same
- * order, so they give the same bits. */
-template <int NC>
+ * each row or column sum by one thread in index order, the divisions in parallel), then the
+ * weighted reduce of the N streams and the RMSNorm of the result. */
 __global__ void __launch_bounds__(GK_HC_NT)
     gk_hc_pre_finish_kernel(uint32_t N, uint32_t D, uint32_t iters, float hc_eps, float rms_eps,
                             const float *__restrict__ mix, const float *__restrict__ scale,
@@ -349,58 +344,6 @@ __global__ void __launch_bounds__(GK_HC_NT)
     const float *m = mix + t * (int64_t)(2 + N) * N;
     const uint32_t NN = N * N;
     const double eps = (double)hc_eps;
-    if constexpr (NC > 0) {
-        if (tid == 0) {
-            double r[NC * NC], dv[NC];
-GK_UNROLL
-            for (int h = 0; h < NC; h++) {
-                pre[h] = (float)(gk_sigmoid_d((double)scale[0] * m[h] + base[h]) + eps);
-                post[t * NC + h] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[NC + h] + base[NC + h]));
-            }
-GK_UNROLL
-            for (int i = 0; i < NC * NC; i++) r[i] = (double)scale[2] * m[2 * NC + i] + base[2 * NC + i];
-GK_UNROLL
-            for (int a = 0; a < NC; a++) { /* row softmax */
-                double mx = -DBL_MAX;
-GK_UNROLL
-                for (int b = 0; b < NC; b++)
-                    if (r[a * NC + b] > mx) mx = r[a * NC + b];
-                double sum = 0.0;
-GK_UNROLL
-                for (int b = 0; b < NC; b++) {
-                    r[a * NC + b] = exp(r[a * NC + b] - mx);
-                    sum += r[a * NC + b];
-                }
-GK_UNROLL
-                for (int b = 0; b < NC; b++) r[a * NC + b] = r[a * NC + b] / sum + eps;
-            }
-            for (uint32_t it = 0; it < iters; it++) {
-                if (it > 0) {
-GK_UNROLL
-                    for (int a = 0; a < NC; a++) {
-                        double sum = 0.0;
-GK_UNROLL
-                        for (int b = 0; b < NC; b++) sum += r[a * NC + b];
-                        dv[a] = sum + eps;
-                    }
-GK_UNROLL
-                    for (int i = 0; i < NC * NC; i++) r[i] = r[i] / dv[i / NC];
-                }
-GK_UNROLL
-                for (int b = 0; b < NC; b++) {
-                    double sum = 0.0;
-GK_UNROLL
-                    for (int a = 0; a < NC; a++) sum += r[a * NC + b];
-                    dv[b] = sum + eps;
-                }
-GK_UNROLL
-                for (int i = 0; i < NC * NC; i++) r[i] = r[i] / dv[i % NC];
-            }
-GK_UNROLL
-            for (int i = 0; i < NC * NC; i++) c[i] = r[i];
-        }
-        __syncthreads();
-    } else {
     if ((uint32_t)tid < N) {
         pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m[tid] + base[tid]) + eps);
         post[t * N + tid] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[N + tid] + base[N + tid]));
@@ -440,7 +383,6 @@ GK_UNROLL
         if ((uint32_t)tid < NN) c[tid] = c[tid] / div[tid % N];
         __syncthreads();
     }
-    }
     if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)c[tid];
 
     /* x = sum_h pre[h] X[h] (float, h in order), then RMSNorm with the weight */
@@ -465,14 +407,9 @@ extern "C" int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, c
     if (st != DS4RT_GK_OK || n == 0) return st;
     if (!d_mix || !d_scale || !d_base || !d_X || !d_xn || !d_post || !d_comb)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre_finish: a tensor is NULL");
-    if (dims->n_hc == 4)
-        hipLaunchKernelGGL(gk_hc_pre_finish_kernel<4>, dim3((unsigned)n), dim3(GK_HC_NT), 0, (hipStream_t)stream,
-                           dims->n_hc, dims->d, dims->sinkhorn_iters, dims->hc_eps, dims->rms_eps, d_mix, d_scale,
-                           d_base, d_norm, d_X, d_xn, d_post, d_comb);
-    else
-        hipLaunchKernelGGL(gk_hc_pre_finish_kernel<0>, dim3((unsigned)n), dim3(GK_HC_NT), 0, (hipStream_t)stream,
-                           dims->n_hc, dims->d, dims->sinkhorn_iters, dims->hc_eps, dims->rms_eps, d_mix, d_scale,
-                           d_base, d_norm, d_X, d_xn, d_post, d_comb);
+    hipLaunchKernelGGL(gk_hc_pre_finish_kernel, dim3((unsigned)n), dim3(GK_HC_NT), 0, (hipStream_t)stream, dims->n_hc,
+                       dims->d, dims->sinkhorn_iters, dims->hc_eps, dims->rms_eps, d_mix, d_scale, d_base, d_norm, d_X,
+                       d_xn, d_post, d_comb);
     return DS4RT_GK_LAUNCHED("hc_pre_finish");
 }
 
