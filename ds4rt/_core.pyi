@@ -43,6 +43,7 @@ class _Model:
         device: int = 0,
         progress: Callable[[int, int], None] | None = None,
         check_signals: bool = True,
+        load: str = "map",
     ) -> None: ...
     @property
     def closed(self) -> bool: ...

@@ -35,6 +35,7 @@ cdef extern from "ds4rt.h":
         int32_t device
         ds4rt_progress_fn progress
         void *progress_user
+        int32_t load
     ctypedef struct ds4rt_model_info:
         size_t size
         uint32_t n_layer
@@ -111,6 +112,7 @@ cdef extern from "ds4rt.h":
 _NUMERICS = {"official": DS4RT_NUMERICS_OFFICIAL, "llama.cpp": DS4RT_NUMERICS_LLAMACPP}
 _CACHE = {"auto": DS4RT_CACHE_AUTO, "off": DS4RT_CACHE_OFF, "on": DS4RT_CACHE_ON}
 _CACHE_NAMES = {v: k for k, v in _CACHE.items()}
+_LOADS = {"map": 0, "copy": 1}  # ds4rt_load_mode: DS4RT_LOAD_MAP, DS4RT_LOAD_COPY
 _BACKENDS = {"auto": DS4RT_BACKEND_AUTO, "cpu": DS4RT_BACKEND_CPU, "cuda": DS4RT_BACKEND_CUDA,
              "hip": DS4RT_BACKEND_HIP}
 
@@ -187,13 +189,15 @@ cdef class _Model:
 
     def __cinit__(self, path, str numerics="official", int32_t n_threads=0, str cache="auto",
                   uint64_t cache_budget=0, str backend="auto", int32_t device=0, progress=None,
-                  bint check_signals=True):
+                  bint check_signals=True, str load="map"):
         if numerics not in _NUMERICS:
             raise ValueError(f"numerics must be one of {sorted(_NUMERICS)}, not {numerics!r}")
         if cache not in _CACHE:
             raise ValueError(f"cache must be one of {sorted(_CACHE)}, not {cache!r}")
         if backend not in _BACKENDS:
             raise ValueError(f"backend must be one of {sorted(_BACKENDS)}, not {backend!r}")
+        if load not in _LOADS:
+            raise ValueError(f"load must be one of {sorted(_LOADS)}, not {load!r}")
         if progress is not None and not callable(progress):
             raise TypeError(f"progress must be callable, not {type(progress).__name__}")
         self.dependents = weakref.WeakSet()
@@ -204,6 +208,7 @@ cdef class _Model:
         p.cache_budget_bytes = cache_budget
         p.backend = _BACKENDS[backend]
         p.device = device
+        p.load = _LOADS[load]
         cdef _LoadProgress lp = _LoadProgress(progress, check_signals)
         if progress is not None or check_signals:
             p.progress = _progress_trampoline

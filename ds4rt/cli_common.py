@@ -16,7 +16,7 @@ from typing import IO, Any
 from . import data
 from .dspark import SCHEDULERS, DSpark
 from .generation import GenerationOptions, SchedulerOptions
-from .model import BACKENDS, CACHE_POLICIES, NUMERICS, Model
+from .model import BACKENDS, CACHE_POLICIES, LOAD_MODES, NUMERICS, Model
 
 INT32_MAX = 2**31 - 1
 UINT64_MAX = 2**64 - 1
@@ -164,6 +164,12 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         choices=CACHE_POLICIES,
         default=None,
         help="Q8->F16 expansion cache policy (default auto; DS4_CUDA_NO_Q8_F16_CACHE=1: off)",
+    )
+    g.add_argument(
+        "--load",
+        choices=LOAD_MODES,
+        default="map",
+        help="map the model file (default; it must not change while in use) or copy it into memory",
     )
     g.add_argument("-v", "--verbose", action="store_true", help="print load details to stderr")
 
@@ -341,6 +347,7 @@ def load(args: argparse.Namespace) -> Loaded:
             backend=args.backend,
             device=args.device,
             progress=bar,
+            load=getattr(args, "load", "map"),
         )
     finally:
         if bar is not None:

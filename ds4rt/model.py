@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 NUMERICS = ("official", "llama.cpp")
 CACHE_POLICIES = ("auto", "off", "on")
+LOAD_MODES = ("map", "copy")
 BACKENDS = tuple(b.name.lower() for b in sorted(BackendKind))
 
 #: ``progress(done_bytes, total_bytes)`` while a model loads (monotonic, ends at total).
@@ -69,6 +70,9 @@ class Model:
     ``info["backend"]`` and ``info["memory"]`` say where it runs and what it holds.
     ``progress(done, total)`` is called with bytes as the weights are bound (or uploaded).
     Ctrl-C during the load raises KeyboardInterrupt once the library returns.
+    ``load="map"`` (default) maps the file: it must not be truncated or rewritten while the
+    model lives (SIGBUS); ``load="copy"`` reads it into memory the model owns, so the file may
+    change or go afterwards, at the cost of its size in memory (docs/ROBUSTNESS.md, "Files").
     """
 
     def __init__(
@@ -82,6 +86,7 @@ class Model:
         backend: str = "auto",
         device: int = 0,
         progress: ProgressFn | None = None,
+        load: str = "map",
     ):
         self.path = os.fspath(path)
         self._m = _core._Model(
@@ -93,6 +98,7 @@ class Model:
             str_arg("backend", backend, BACKENDS),
             int_arg("device", device, 0, INT32_MAX),
             progress,
+            load=str_arg("load", load, LOAD_MODES),
         )
         info = self._m.info()
         self.n_vocab: int = info["n_vocab"]

@@ -50,7 +50,7 @@ extern "C" {
 #define DS4RT_API_VERSION 1
 /* Revision of the header within DS4RT_API_VERSION: 0 was the first (tests/abi/ds4rt_1_0.h),
  * each revision only adds. Lets a host test at compile time for a field or call it uses. */
-#define DS4RT_ABI_MINOR 1
+#define DS4RT_ABI_MINOR 2
 
 /* ------------------------------------------------------------------------------------------ */
 /* Opaque handles                                                                               */
@@ -331,6 +331,15 @@ typedef enum ds4rt_backend_kind {
  * data of the file), and a load that succeeds ends with a call where done == total. */
 typedef void (*ds4rt_progress_fn)(void *user, uint64_t done_bytes, uint64_t total_bytes);
 
+/* How a model holds its file (ds4rt_model_params.load; ABI 1.2). */
+typedef enum ds4rt_load_mode {
+    DS4RT_LOAD_MAP = 0,  /* map the file read-only (default): no copy, pages shared with the page
+                            cache. The file must not be truncated or rewritten while the model
+                            lives: reading a page past a truncation ends the process with SIGBUS */
+    DS4RT_LOAD_COPY = 1  /* read the whole file into memory the model owns: costs the file's size
+                            in memory and a full read at load; the file may then change or go */
+} ds4rt_load_mode;
+
 typedef struct ds4rt_model_params {
     size_t size;             /* sizeof(ds4rt_model_params), set by ds4rt_model_default_params */
     int32_t n_threads;       /* CPU threads; <= 0: one per CPU the process may run on */
@@ -344,6 +353,8 @@ typedef struct ds4rt_model_params {
     int32_t device;          /* GPU ordinal for CUDA/HIP (default 0); not used by the CPU */
     ds4rt_progress_fn progress; /* optional load progress callback (NULL: none) */
     void *progress_user;
+    /* Fields below were added in ABI 1.2. */
+    int32_t load;            /* ds4rt_load_mode; default DS4RT_LOAD_MAP */
 } ds4rt_model_params;
 
 /* Fills *params with the defaults of a ds4rt_model_params of `size` bytes (pass sizeof *params) and sets
@@ -391,7 +402,8 @@ typedef struct ds4rt_model_info {
                                 mapped file (pages the OS loads on demand and may share between
                                 processes) plus weight_owned_bytes */
     uint64_t weight_owned_bytes; /* the part of weight_bytes copied to the heap at load (small
-                                vectors converted to f32) */
+                                vectors converted to f32); all of it with DS4RT_LOAD_COPY, whose
+                                copy of the whole file (file_bytes) the model holds */
     uint64_t state_fixed_bytes;  /* per session, independent of n_ctx: the raw KV ring of
                                 window + max_batch rows, compressor frontiers, rollback journals */
     uint64_t state_bytes_per_1k; /* per session, per 1024 tokens of n_ctx: compressed KV and

@@ -134,3 +134,36 @@ def test_state_and_scratch_figures_follow_the_state_layout(float_model):
     # the session's own buffers alone: the logits of a 32-token pass, the current row, 4096 ids
     n_vocab = load(float_model.target).info()["n_vocab"]
     assert mem["scratch"] > 4 * (batch * n_vocab + n_vocab + 4096)
+
+
+def test_copy_on_load_survives_the_file_being_truncated_and_removed(float_model, tmp_path):
+    """load="copy" (ABI 1.2, DS4RT_LOAD_COPY): the model reads its own copy of the file, so a
+    host may truncate, rewrite or delete the file afterwards; with "map" that would be SIGBUS
+    (docs/ROBUSTNESS.md, "Files"). Logits are those of the mapped load, bit for bit."""
+    path = tmp_path / "target.gguf"
+    path.write_bytes(float_model.target.read_bytes())
+    ids = [1, 5, 9, 2]
+    mapped = ds4rt.Model(float_model.target)
+    want = mapped.session().logits(ids)
+    copied = ds4rt.Model(path, load="copy")
+    with open(path, "r+b") as f:  # what a host must never do under a mapped model
+        f.truncate(64)
+    path.unlink()
+    s = copied.session()
+    assert np.array_equal(s.logits(ids), want)
+    got = s.generate([1, 5], max_tokens=4).ids
+    assert got == mapped.session().generate([1, 5], max_tokens=4).ids
+    mem = copied.info["memory"]
+    assert mem["weights_owned"] == mem["weights"]
+    assert mapped.info["memory"]["weights_owned"] < mapped.info["memory"]["weights"]
+
+
+def test_load_mode_is_checked(float_model, tmp_path):
+    with pytest.raises(ValueError, match="load must be one of"):
+        ds4rt.Model(float_model.target, load="mmap")
+    with pytest.raises(ds4rt.errors.FileIOError, match="cannot open"):
+        ds4rt.Model(tmp_path / "missing.gguf", load="copy")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(float_model.target.read_bytes()[:100])  # the header cut short
+    with pytest.raises(ds4rt.errors.FormatError, match="cannot fit"):
+        ds4rt.Model(bad, load="copy")

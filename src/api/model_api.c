@@ -6,6 +6,7 @@
 
 #include "abi.h"
 #include "abi_1_0.h"
+#include "gguf/gguf_copy.h"
 #include "api_internal.h"
 #include "internal.h"
 #include "threadpool.h"
@@ -20,6 +21,7 @@ static void model_params_defaults(void *out) {
     p->cache_budget_bytes = 0;
     p->backend = DS4RT_BACKEND_AUTO;
     p->device = 0;
+    p->load = DS4RT_LOAD_MAP;
 }
 
 static const ds4rt_struct_desc MODEL_PARAMS = {
@@ -80,6 +82,8 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
     if (st != DS4RT_OK) return ds4rt_fail_context(st, "model_load");
     if (p.numerics != DS4RT_NUMERICS_OFFICIAL && p.numerics != DS4RT_NUMERICS_LLAMACPP)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: unknown numerics %d", (int)p.numerics);
+    if (p.load != DS4RT_LOAD_MAP && p.load != DS4RT_LOAD_COPY)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: unknown load mode %d", (int)p.load);
     if ((unsigned)p.cache_policy > DS4RT_CACHE_ON)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "model_load: unknown cache policy %d", (int)p.cache_policy);
     ds4rt_backend_choice backend;
@@ -93,7 +97,8 @@ DS4RT_API ds4rt_status ds4rt_model_load(const char *path, const ds4rt_model_para
     ds4rt_bind_account account = {.on_tensor = on_tensor_bound, .user = &lp};
     /* the backend first: binding checks every op and type the model needs against it */
     st = ds4rt_backend_open_choice(&backend, p.n_threads, &m->be);
-    if (st == DS4RT_OK) st = ds4rt_gguf_open(path, &m->gguf);
+    if (st == DS4RT_OK)
+        st = p.load == DS4RT_LOAD_COPY ? ds4rt_gguf_open_copy(path, &m->gguf) : ds4rt_gguf_open(path, &m->gguf);
     if (st == DS4RT_OK) {
         lp.total = tensor_data_bytes(m->gguf);
         report(&lp, 0);

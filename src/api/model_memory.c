@@ -38,8 +38,9 @@ static ds4rt_status pass_scratch_bytes(ds4rt_model *m, const ds4rt_session_param
 ds4rt_status ds4rt_model_measure_memory(ds4rt_model *m, const ds4rt_bind_account *bound) {
     const ds4rt_hparams *hp = &m->target.hp;
     ds4rt_model_memory *mem = &m->mem;
-    mem->weight_owned_bytes = bound->owned_bytes;
     mem->weight_bytes = bound->mapped_bytes + bound->owned_bytes;
+    /* DS4RT_LOAD_COPY: the "mapped" views point into the model's own copy of the file */
+    mem->weight_owned_bytes = m->params.load == DS4RT_LOAD_COPY ? mem->weight_bytes : bound->owned_bytes;
     mem->graph_bytes = 0; /* the CPU backend compiles nothing */
 
     /* the state grows linearly in n_ctx (compressed rows: n_ctx / ratio + 2 per layer), so two

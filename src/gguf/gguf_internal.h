@@ -37,6 +37,7 @@ struct ds4rt_gguf {
     const uint8_t *base; /* the file image */
     uint64_t size;
     size_t map_len;      /* nonzero if base is our own mmap to unmap on close */
+    void *owned;         /* non-NULL if base is our own copy of the file, freed on close */
     uint32_t version;
     uint64_t alignment;
     uint64_t data_offset;

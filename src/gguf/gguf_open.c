@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gguf_copy.h"
 #include "gguf_internal.h"
 
 static ds4rt_status parse_header(ds4rt_gguf *g) {
@@ -108,7 +109,35 @@ static ds4rt_status finish_open(ds4rt_gguf *g, const char *what, ds4rt_gguf **ou
     return DS4RT_OK;
 }
 
-DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) {
+/* Reads all `len` bytes of fd into a new buffer (*buf; len 0: NULL). */
+static ds4rt_status read_whole(int fd, const char *path, size_t len, void **buf) {
+    *buf = NULL;
+    if (len == 0) return DS4RT_OK;
+    uint8_t *b = malloc(len);
+    if (b == NULL)
+        return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "%s: no memory to copy its %llu bytes", path,
+                          (unsigned long long)len);
+    size_t got = 0;
+    while (got < len) {
+        const size_t want = len - got < ((size_t)1 << 30) ? len - got : ((size_t)1 << 30);
+        const ssize_t r = read(fd, b + got, want);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            const int e = errno;
+            free(b);
+            if (r == 0)
+                return ds4rt_fail(DS4RT_ERR_IO, "%s: the file ended at byte %llu while it was copied (%llu expected)",
+                                  path, (unsigned long long)got, (unsigned long long)len);
+            return ds4rt_fail(DS4RT_ERR_IO, "%s: read failed at byte %llu: %s", path, (unsigned long long)got,
+                              strerror(e));
+        }
+        got += (size_t)r;
+    }
+    *buf = b;
+    return DS4RT_OK;
+}
+
+static ds4rt_status open_file(const char *path, bool copy, ds4rt_gguf **out) {
     if (out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "gguf_open: out is NULL");
     *out = NULL;
     if (path == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "gguf_open: path is NULL");
@@ -133,6 +162,21 @@ DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) {
     }
     size_t len = (size_t)sb.st_size;
     static const uint8_t empty[1];
+    if (copy) {
+        void *buf;
+        ds4rt_status st = read_whole(fd, path, len, &buf);
+        close(fd);
+        if (st != DS4RT_OK) return st;
+        ds4rt_gguf *g = calloc(1, sizeof *g);
+        if (g == NULL) {
+            free(buf);
+            return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "%s: no memory for the GGUF handle", path);
+        }
+        g->base = buf ? (const uint8_t *)buf : empty;
+        g->size = (uint64_t)len;
+        g->owned = buf;
+        return finish_open(g, path, out);
+    }
     /* An empty file cannot be mapped; it is parsed (and rejected) like any other image. */
     void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)empty;
     int map_errno = errno;
@@ -151,6 +195,10 @@ DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) {
     g->map_len = len;
     return finish_open(g, path, out);
 }
+
+DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) { return open_file(path, false, out); }
+
+ds4rt_status ds4rt_gguf_open_copy(const char *path, ds4rt_gguf **out) { return open_file(path, true, out); }
 
 DS4RT_API ds4rt_status ds4rt_gguf_open_memory(const void *data, size_t size, ds4rt_gguf **out) {
     if (out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "gguf_open_memory: out is NULL");
@@ -172,6 +220,7 @@ DS4RT_API void ds4rt_gguf_close(ds4rt_gguf *g) {
     free(g->tensors);
     gguf_index_free(&g->tensor_index);
     if (g->map_len) munmap((void *)g->base, g->map_len);
+    free(g->owned);
     free(g);
 }
 

@@ -1,0 +1,15 @@
+/*
+ * gguf_copy.h - opening a GGUF file by reading it into memory the handle owns (the model's
+ * DS4RT_LOAD_COPY; docs/ROBUSTNESS.md, "Files"). Internal: the public reader maps.
+ */
+#ifndef DS4RT_GGUF_COPY_H
+#define DS4RT_GGUF_COPY_H
+
+#include "ds4rt.h"
+
+/* As ds4rt_gguf_open, but the whole file is read into a heap buffer first, so truncating or
+ * rewriting the file afterwards cannot reach the handle. A file that changes size while it is
+ * read is an IO error. */
+ds4rt_status ds4rt_gguf_open_copy(const char *path, ds4rt_gguf **out);
+
+#endif /* DS4RT_GGUF_COPY_H */
