@@ -78,6 +78,10 @@ cdef extern from "ds4rt.h":
         DS4RT_CACHE_OFF
         DS4RT_CACHE_ON
 
+    cpdef enum ds4rt_load_mode:
+        DS4RT_LOAD_MAP
+        DS4RT_LOAD_COPY
+
     cpdef enum ds4rt_backend_kind:
         DS4RT_BACKEND_AUTO
         DS4RT_BACKEND_CPU
@@ -146,7 +150,7 @@ cdef extern from "ds4rt.h":
 HEADER_ENUMS = {
     cls.__name__: {m.name: int(m) for m in cls}
     for cls in (ds4rt_status, ds4rt_qtype, ds4rt_gguf_type, ds4rt_numerics, ds4rt_cache_policy,
-                ds4rt_backend_kind, ds4rt_trace_stage, ds4rt_scheduler_mode,
+                ds4rt_load_mode, ds4rt_backend_kind, ds4rt_trace_stage, ds4rt_scheduler_mode,
                 ds4rt_no_draft_reason, ds4rt_token_type, ds4rt_tokenize_flags,
                 ds4rt_detokenize_flags, ds4rt_chat_role, ds4rt_think_mode)
 }

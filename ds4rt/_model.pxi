@@ -112,7 +112,7 @@ cdef extern from "ds4rt.h":
 _NUMERICS = {"official": DS4RT_NUMERICS_OFFICIAL, "llama.cpp": DS4RT_NUMERICS_LLAMACPP}
 _CACHE = {"auto": DS4RT_CACHE_AUTO, "off": DS4RT_CACHE_OFF, "on": DS4RT_CACHE_ON}
 _CACHE_NAMES = {v: k for k, v in _CACHE.items()}
-_LOADS = {"map": 0, "copy": 1}  # ds4rt_load_mode: DS4RT_LOAD_MAP, DS4RT_LOAD_COPY
+_LOADS = {"map": DS4RT_LOAD_MAP, "copy": DS4RT_LOAD_COPY}
 _BACKENDS = {"auto": DS4RT_BACKEND_AUTO, "cpu": DS4RT_BACKEND_CPU, "cuda": DS4RT_BACKEND_CUDA,
              "hip": DS4RT_BACKEND_HIP}
 

@@ -18,6 +18,7 @@ __all__ = [
     "ChatRole",
     "DetokenizeFlag",
     "GGUFValueType",
+    "LoadMode",
     "NoDraftReason",
     "Numerics",
     "QType",
@@ -127,6 +128,13 @@ class CachePolicy(enum.IntEnum):
     ON = _c("DS4RT_CACHE_ON")
 
 
+class LoadMode(enum.IntEnum):
+    """ds4rt_load_mode: how a model holds its file (MAP, or COPY into its own memory)."""
+
+    MAP = _c("DS4RT_LOAD_MAP")
+    COPY = _c("DS4RT_LOAD_COPY")
+
+
 class BackendKind(enum.IntEnum):
     """ds4rt_backend_kind: where a model runs (AUTO: the best this build and machine offer)."""
 
@@ -224,6 +232,7 @@ BY_C_NAME: dict[str, type[enum.IntEnum] | type[enum.IntFlag]] = {
     "ds4rt_gguf_type": GGUFValueType,
     "ds4rt_numerics": Numerics,
     "ds4rt_cache_policy": CachePolicy,
+    "ds4rt_load_mode": LoadMode,
     "ds4rt_backend_kind": BackendKind,
     "ds4rt_trace_stage": TraceStage,
     "ds4rt_scheduler_mode": SchedulerMode,

@@ -72,7 +72,7 @@ class Model:
     Ctrl-C during the load raises KeyboardInterrupt once the library returns.
     ``load="map"`` (default) maps the file: it must not be truncated or rewritten while the
     model lives (SIGBUS); ``load="copy"`` reads it into memory the model owns, so the file may
-    change or go afterwards, at the cost of its size in memory (docs/ROBUSTNESS.md, "Files").
+    change or go afterwards, at the cost of its size in memory (docs/ROBUSTNESS.md, "The contract").
     """
 
     def __init__(

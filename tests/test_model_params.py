@@ -139,7 +139,7 @@ def test_state_and_scratch_figures_follow_the_state_layout(float_model):
 def test_copy_on_load_survives_the_file_being_truncated_and_removed(float_model, tmp_path):
     """load="copy" (ABI 1.2, DS4RT_LOAD_COPY): the model reads its own copy of the file, so a
     host may truncate, rewrite or delete the file afterwards; with "map" that would be SIGBUS
-    (docs/ROBUSTNESS.md, "Files"). Logits are those of the mapped load, bit for bit."""
+    (docs/ROBUSTNESS.md, "The contract"). Logits are those of the mapped load, bit for bit."""
     path = tmp_path / "target.gguf"
     path.write_bytes(float_model.target.read_bytes())
     ids = [1, 5, 9, 2]

@@ -1,6 +1,6 @@
 /*
  * gguf_copy.h - opening a GGUF file by reading it into memory the handle owns (the model's
- * DS4RT_LOAD_COPY; docs/ROBUSTNESS.md, "Files"). Internal: the public reader maps.
+ * DS4RT_LOAD_COPY; docs/ROBUSTNESS.md, "The contract"). Internal: the public reader maps.
  */
 #ifndef DS4RT_GGUF_COPY_H
 #define DS4RT_GGUF_COPY_H
