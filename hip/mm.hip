@@ -20,6 +20,9 @@
  *     group of up to 8 tokens (8- or 16-byte loads); up to 4 token groups per block read the
  *     same weight bytes at the same time.
  *   - expert stacks: one grid row per slot; the expert id is read on the device.
+ *   - a few tokens on aligned rows (decode, verify): mm_qt_kernel (32-element quantised types,
+ *     n <= 8: every thread evaluates block terms, one warp adds them in the lanes' order) and
+ *     mm_fs_kernel (float types, n <= 32: one staged row per block, one warp per token).
  */
 #include <math.h>
 #include <stdint.h>
