@@ -161,38 +161,37 @@ static ds4rt_status open_file(const char *path, bool copy, ds4rt_gguf **out) {
                           path, (unsigned long long)sb.st_size);
     }
     size_t len = (size_t)sb.st_size;
+    /* An empty file cannot be mapped; it is parsed (and rejected) like any other image. */
     static const uint8_t empty[1];
+    const void *image = empty;
+    void *owned = NULL;
+    size_t map_len = 0;
     if (copy) {
-        void *buf;
-        ds4rt_status st = read_whole(fd, path, len, &buf);
+        ds4rt_status st = read_whole(fd, path, len, &owned);
         close(fd);
         if (st != DS4RT_OK) return st;
-        ds4rt_gguf *g = calloc(1, sizeof *g);
-        if (g == NULL) {
-            free(buf);
-            return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "%s: no memory for the GGUF handle", path);
+        if (owned) image = owned;
+    } else {
+        void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)empty;
+        int map_errno = errno;
+        close(fd);
+        if (map == MAP_FAILED) {
+            return ds4rt_fail(DS4RT_ERR_IO, "%s: cannot map %llu bytes: %s", path,
+                              (unsigned long long)len, strerror(map_errno));
         }
-        g->base = buf ? (const uint8_t *)buf : empty;
-        g->size = (uint64_t)len;
-        g->owned = buf;
-        return finish_open(g, path, out);
-    }
-    /* An empty file cannot be mapped; it is parsed (and rejected) like any other image. */
-    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : (void *)empty;
-    int map_errno = errno;
-    close(fd);
-    if (map == MAP_FAILED) {
-        return ds4rt_fail(DS4RT_ERR_IO, "%s: cannot map %llu bytes: %s", path,
-                          (unsigned long long)len, strerror(map_errno));
+        image = map;
+        map_len = len;
     }
     ds4rt_gguf *g = calloc(1, sizeof *g);
     if (g == NULL) {
-        if (len) munmap(map, len);
+        if (map_len) munmap((void *)image, map_len);
+        free(owned);
         return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "%s: no memory for the GGUF handle", path);
     }
-    g->base = map;
+    g->base = image;
     g->size = (uint64_t)len;
-    g->map_len = len;
+    g->map_len = map_len;
+    g->owned = owned;
     return finish_open(g, path, out);
 }
 
