@@ -54,6 +54,14 @@ int ds4rt_gk_stream_create(void **stream);
 void ds4rt_gk_stream_destroy(void *stream);
 int ds4rt_gk_stream_sync(void *stream);
 
+/* Timing events (the backend's stage timers, docs/GPU.md "Stage timers"): record enqueues the
+ * event on `stream`; elapsed waits for `to` and gives the device time between the two recorded
+ * events in milliseconds. */
+int ds4rt_gk_event_create(void **event);
+void ds4rt_gk_event_destroy(void *event);
+int ds4rt_gk_event_record(void *event, void *stream);
+int ds4rt_gk_event_elapsed_ms(void *from, void *to, float *ms);
+
 /* Rows of `width` bytes, `height` of them, from d_src (rows `spitch` bytes apart) to d_dst
  * (`dpitch` apart), enqueued on `stream`: gathers and scatters of row slices without a kernel. */
 int ds4rt_gk_memcpy2d_d2d(void *d_dst, size_t dpitch, const void *d_src, size_t spitch, size_t width,

@@ -118,6 +118,27 @@ extern "C" int ds4rt_gk_stream_sync(void *stream) {
     return ds4rt_gk_check(hipStreamSynchronize((hipStream_t)stream), "stream synchronize");
 }
 
+extern "C" int ds4rt_gk_event_create(void **event) {
+    hipEvent_t e = NULL;
+    int st = ds4rt_gk_check(hipEventCreate(&e), "event create");
+    *event = st == DS4RT_GK_OK ? (void *)e : NULL;
+    return st;
+}
+
+extern "C" void ds4rt_gk_event_destroy(void *event) {
+    if (event != NULL) (void)hipEventDestroy((hipEvent_t)event);
+}
+
+extern "C" int ds4rt_gk_event_record(void *event, void *stream) {
+    return ds4rt_gk_check(hipEventRecord((hipEvent_t)event, (hipStream_t)stream), "event record");
+}
+
+extern "C" int ds4rt_gk_event_elapsed_ms(void *from, void *to, float *ms) {
+    int st = ds4rt_gk_check(hipEventSynchronize((hipEvent_t)to), "event synchronize");
+    if (st != DS4RT_GK_OK) return st;
+    return ds4rt_gk_check(hipEventElapsedTime(ms, (hipEvent_t)from, (hipEvent_t)to), "event elapsed time");
+}
+
 extern "C" int ds4rt_gk_memcpy2d_d2d(void *d_dst, size_t dpitch, const void *d_src, size_t spitch, size_t width,
                                      size_t height, void *stream) {
     if (width == 0 || height == 0) return DS4RT_GK_OK;

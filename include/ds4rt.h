@@ -667,6 +667,9 @@ typedef struct ds4rt_spec_stats {
     uint64_t verifier_unavailable; /* reserved, always 0: a failed verify pass is an error of
                                       the generation (counted in errors), never a fallback */
     uint64_t errors;
+    /* Times in ms. propose, verify, spec_total and target are host wall-clock time; the
+     * stage timers inside them (prop_* but propose, snapshot, verify_* parts, stage_ms) are
+     * the backend's own time per stage: device events on a GPU (docs/GPU.md "Stage timers"). */
     double propose;                /* whole proposer */
     double prop_stage0;            /* fusion: main_proj + main_norm (+ context rows) */
     double prop_setup;             /* block assembly */
@@ -680,12 +683,10 @@ typedef struct ds4rt_spec_stats {
                                       ds4rt's lazy confidences are timed in prop_markov */
     double snapshot;               /* target frontier snapshot (inside verify) */
     double verify;                 /* verify passes */
-    double verify_upload;          /* reserved for GPU backends (host-to-device inputs of a
-                                      verify pass); 0 on the CPU, which copies nothing */
+    double verify_upload;          /* the copy of a verify pass's positions and ids in */
     double verify_layer;
     double verify_head;
-    double verify_read;            /* reserved for GPU backends (reading the verify rows back);
-                                      0 on the CPU */
+    double verify_read;            /* reading a verify pass's logits rows back */
     uint64_t verify_fused_head;    /* reserved, always 0: verify passes whose output head was
                                       fused with the layers (a ds4 GPU variant; never here) */
     double replay;                 /* always 0: rollback is exact without replay */

@@ -26,10 +26,38 @@ STAGE_TIMERS = (
     "prop_logits",
     "prop_markov",
     "verify",
+    "verify_upload",
     "verify_layer",
     "verify_head",
+    "verify_read",
     "snapshot",
 )
+
+
+def assert_stage_timers(st: dict, n_stages: int) -> None:
+    """Every stage timer ran (> 0), and the stage timers (backend time between marks: device
+    events on a GPU) nest inside the host's wall clock around their pass, and add up: the
+    seed's 0.000 ms stages, or timers that measure the host issuing work, fail here."""
+    for key in STAGE_TIMERS:
+        assert st[key] > 0, key
+    stages = st["stage_ms"][:n_stages]
+    assert all(ms > 0 for ms in stages), stages
+    slack = 0.0005  # the statistics carry milliseconds to 3 decimals
+    assert abs(sum(stages) - st["prop_chain"]) <= slack * (n_stages + 1)
+    nests = {
+        "propose": (
+            "prop_setup",
+            "prop_chain",
+            "prop_hidden",
+            "prop_conf0",
+            "prop_logits",
+            "prop_markov",
+        ),
+        "verify": ("snapshot", "verify_upload", "verify_layer", "verify_head", "verify_read"),
+    }
+    for whole, parts in nests.items():
+        got = {k: st[k] for k in (whole, *parts)}
+        assert sum(st[k] for k in parts) <= st[whole] + slack * (len(parts) + 1), got
 
 
 @functools.cache

@@ -82,7 +82,7 @@ struct ds4rt_session {
     ds4rt_drafter drafter;
     ds4rt_capture dcap;        /* written by the pass straight into the drafter's input */
     ds4rt_spec_stats stats;    /* cumulative over speculative generations */
-    double last_snapshot_ms, last_layers_ms, last_head_ms; /* timers of the last pass */
+    double last_snapshot_ms, last_upload_ms, last_layers_ms, last_head_ms, last_read_ms; /* stage timers of the last pass */
     char error[DS4RT_HANDLE_ERROR_CAP];
 };
 

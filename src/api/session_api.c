@@ -137,12 +137,14 @@ ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t
     s->last_snapshot_ms = a.ms_snapshot;
     s->last_layers_ms = a.ms_layers;
     s->last_head_ms = a.ms_head;
+    s->last_upload_ms = a.ms_upload;
+    s->last_read_ms = a.ms_read;
     memcpy(s->tokens + first, tokens, (size_t)n * sizeof(int32_t));
     if (s->drafter_for != NULL) {
-        double t0 = ds4rt_now_ms(), fusion_ms = 0.0;
-        st = ds4rt_drafter_commit(&s->drafter, s->pb.acts.in, first, n, &fusion_ms);
+        double fusion_ms = 0.0, rows_ms = 0.0;
+        st = ds4rt_drafter_commit(&s->drafter, s->pb.acts.in, first, n, &fusion_ms, &rows_ms);
         s->stats.prop_stage0 += fusion_ms;
-        s->stats.prop_cache += ds4rt_now_ms() - t0 - fusion_ms;
+        s->stats.prop_cache += rows_ms;
         if (st != DS4RT_OK) { /* the target pass stands; only the drafter is out of step */
             ds4rt_drafter_restart(&s->drafter, first + n);
             s->stats.errors++; /* counted, and the reason kept as the session's last error */

@@ -275,8 +275,10 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
         }
         if (dft.n > 0) {
             st->snapshot += s->last_snapshot_ms;
+            st->verify_upload += s->last_upload_ms;
             st->verify_layer += s->last_layers_ms;
             st->verify_head += s->last_head_ms;
+            st->verify_read += s->last_read_ms;
         }
         int32_t next;
         int32_t n = accept(r, &dft, s->pass_logits, &next);

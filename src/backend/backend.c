@@ -148,3 +148,17 @@ ds4rt_status ds4rt_download_f32(ds4rt_bctx *ctx, ds4rt_df32 src, uint64_t count,
 ds4rt_status ds4rt_download_i32(ds4rt_bctx *ctx, ds4rt_di32 src, uint64_t count, int32_t *dst) {
     return ctx->ops->download(ctx, src.buf, src.off * 4, dst, count * 4);
 }
+
+ds4rt_status ds4rt_clock_start(ds4rt_stage_clock *c, ds4rt_bctx *ctx) {
+    c->ctx = ctx;
+    c->slot = 0;
+    return ctx->ops->mark(ctx, 0);
+}
+
+ds4rt_status ds4rt_clock_lap(ds4rt_stage_clock *c, double *ms) {
+    const uint32_t next = c->slot ^ 1u;
+    ds4rt_status st = c->ctx->ops->mark(c->ctx, next);
+    if (st == DS4RT_OK) st = c->ctx->ops->mark_ms(c->ctx, c->slot, next, ms);
+    c->slot = next;
+    return st;
+}

@@ -35,7 +35,7 @@
 
 /* Bumped whenever an op's signature or meaning changes; a backend states the version it
  * implements and the registry refuses a mismatch. */
-#define DS4RT_BACKEND_OPS_VERSION 2
+#define DS4RT_BACKEND_OPS_VERSION 3
 
 /* ---- opaque tensors ----------------------------------------------------------------------- */
 
@@ -62,6 +62,9 @@ static inline ds4rt_di32 ds4rt_i32(ds4rt_dbuf *b) { return (ds4rt_di32){b, 0}; }
 static inline ds4rt_df32 ds4rt_f32_at(ds4rt_df32 t, uint64_t i) { return (ds4rt_df32){t.buf, t.off + i}; }
 static inline ds4rt_di32 ds4rt_i32_at(ds4rt_di32 t, uint64_t i) { return (ds4rt_di32){t.buf, t.off + i}; }
 static inline bool ds4rt_f32_none(ds4rt_df32 t) { return t.buf == NULL; }
+
+/* Stage-timer marks per execution context (mark / mark_ms). */
+#define DS4RT_MARK_SLOTS 8
 
 /* Memory categories, accounted per backend (model info reports them). */
 typedef enum ds4rt_mem_kind {
@@ -284,6 +287,16 @@ struct ds4rt_backend_ops {
     /* Waits for every op issued on the context. */
     ds4rt_status (*synchronize)(ds4rt_bctx *ctx);
 
+    /* ---- stage timers (since version 3) ----
+     * mark(slot) stamps the point, in issue order, where every op issued before it has
+     * finished: the host clock on the CPU (its ops have finished when they return), a device
+     * event on a GPU. mark_ms(from, to) waits for mark `to` and gives the time between two
+     * marks in milliseconds. A stage timer is therefore the backend's time for the stage on
+     * every backend, not the host's time to issue it (docs/GPU.md, "Stage timers"). Slots are
+     * the context's own, < DS4RT_MARK_SLOTS; no mark between pass_begin and pass_end. */
+    ds4rt_status (*mark)(ds4rt_bctx *ctx, uint32_t slot);
+    ds4rt_status (*mark_ms)(ds4rt_bctx *ctx, uint32_t from, uint32_t to, double *ms);
+
     /* ---- graphs (optional: NULL where the backend does not capture; since version 2) ----
      * The ops the composition issues between pass_begin and pass_end form the pass `key` (a
      * hash of its static shape: the same key means the same ops on the same buffers, with the
@@ -432,5 +445,16 @@ static inline uint64_t ds4rt_pass_bytes(int64_t max_tokens) {
 /* Convenience: download `count` floats / int32s of a view into host memory. */
 ds4rt_status ds4rt_download_f32(ds4rt_bctx *ctx, ds4rt_df32 src, uint64_t count, float *dst);
 ds4rt_status ds4rt_download_i32(ds4rt_bctx *ctx, ds4rt_di32 src, uint64_t count, int32_t *dst);
+
+/* A stage clock over the context's marks (mark / mark_ms): start() marks the beginning, each
+ * lap() the backend time since the previous lap (or the start). It alternates two slots, so a
+ * composition's consecutive stages are laps of one clock; the composition holds one clock at
+ * a time per context. */
+typedef struct ds4rt_stage_clock {
+    ds4rt_bctx *ctx;
+    uint32_t slot;
+} ds4rt_stage_clock;
+ds4rt_status ds4rt_clock_start(ds4rt_stage_clock *c, ds4rt_bctx *ctx);
+ds4rt_status ds4rt_clock_lap(ds4rt_stage_clock *c, double *ms);
 
 #endif /* DS4RT_BACKEND_H */

@@ -102,7 +102,7 @@ ds4rt_capture ds4rt_drafter_capture(const ds4rt_drafter *dr) {
 /* ---- context rows -------------------------------------------------------------------------- */
 
 ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int64_t first, int64_t m,
-                                  double *ms_fusion) {
+                                  double *ms_fusion, double *ms_rows) {
     const struct ds4rt_dspark *d = dr->d;
     const ds4rt_hparams *hp = &d->target->hp;
     ds4rt_bctx *ctx = dr->ctx;
@@ -113,11 +113,11 @@ ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int6
     if (m < 0 || m > dr->max_batch)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "DSpark commit of %lld rows (at most %lld)", (long long)m,
                           (long long)dr->max_batch);
-    double t0 = ds4rt_now_ms();
+    ds4rt_stage_clock clk;
+    TRY(ds4rt_clock_start(&clk, ctx));
     TRY(o->matmul(ctx, &d->main_proj, dr->cat, m, dr->main_x));
     TRY(o->rms_norm(ctx, m, hp->n_embd, dr->main_x, d->main_norm, hp->rms_eps, dr->main_x));
-    TRY(o->synchronize(ctx));
-    *ms_fusion = ds4rt_now_ms() - t0;
+    TRY(ds4rt_clock_lap(&clk, ms_fusion));
     for (uint32_t s = 0; s < d->n_stages; s++) {
         /* the context row never enters the residual stream: kv_norm_s(wkv_s(main_x)) only, at
          * the target pass's positions */
@@ -125,6 +125,7 @@ ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int6
                                 dr->acts.kv));
         TRY(o->kv_store(ctx, target_in, m, hp->head_dim, dr->acts.kv, stage_ring(dr, s), (uint32_t)ring_cap(dr)));
     }
+    TRY(ds4rt_clock_lap(&clk, ms_rows));
     dr->end = first + m;
     if (dr->end - dr->start > ring_cap(dr)) dr->start = dr->end - ring_cap(dr);
     return DS4RT_OK;
@@ -169,19 +170,18 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, int32_t anchor, int32_t ma
     const int64_t p = dr->end - 1;
     if (max_draft > B) max_draft = (int32_t)B;
 
-    double t0 = ds4rt_now_ms();
+    /* stage timers are backend time between marks (backend.h): on a GPU, device events */
+    ds4rt_stage_clock clk;
+    TRY(ds4rt_clock_start(&clk, ctx));
     /* the block [anchor, noise x (B-1)] at p+1.., and the chain's first id: one upload */
     int32_t ids[2 * DS4RT_DSPARK_MAX_BLOCK + 1];
     for (int64_t i = 0; i < B; i++) ids[i] = i == 0 ? anchor : (int32_t)d->noise_token;
     ids[B] = anchor;
     TRY(ds4rt_pass_upload(ctx, a->in, p + 1, dr->base, ids, B + 1));
     TRY(o->get_rows(ctx, &t->tok_embd, ds4rt_pass_tokens(a->in), B, hp->hc, a->X));
-    TRY(o->synchronize(ctx));
-    double t1 = ds4rt_now_ms();
-    out->ms_setup = t1 - t0;
+    TRY(ds4rt_clock_lap(&clk, &out->ms_setup));
     ds4rt_block_run run = {.ctx = ctx, .hp = hp, .a = a, .n = B};
     for (uint32_t s = 0; s < d->n_stages; s++) {
-        double ts = ds4rt_now_ms();
         ds4rt_block_keys keys = {.rope = &d->rope, .sim_fp8 = d->sim_fp8, .ring = stage_ring(dr, s),
                                  .ring_cap = (uint32_t)ring_cap(dr), .window = d->window};
         TRY(ds4rt_block_forward(&run, &d->stages[s], &keys, d->clamp, d->clamp_sh));
@@ -189,19 +189,15 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, int32_t anchor, int32_t ma
         int32_t bad;
         TRY(ds4rt_download_i32(ctx, dr->bad, 1, &bad));
         if (bad != 0) return ds4rt_fail(DS4RT_ERR_BACKEND, "DSpark stage %u produced non-finite values", s);
-        out->ms_stage[s] = ds4rt_now_ms() - ts;
+        TRY(ds4rt_clock_lap(&clk, &out->ms_stage[s]));
+        out->ms_chain += out->ms_stage[s];
     }
-    double t2 = ds4rt_now_ms();
-    out->ms_chain = t2 - t1;
     TRY(o->hc_head(ctx, hp, B, &d->hc_head, a->X, dr->h));
     TRY(o->rms_norm(ctx, B, D, dr->h, d->final_norm, hp->rms_eps, dr->hn));
-    TRY(o->synchronize(ctx));
-    double t3 = ds4rt_now_ms();
-    out->ms_hidden = t3 - t2;
+    TRY(ds4rt_clock_lap(&clk, &out->ms_hidden));
 
     bool have_logits = false;
     for (int32_t i = 0; i < max_draft; i++) {
-        double tc = ds4rt_now_ms();
         /* confidence of slot i from h_i and W1[prev_i] */
         TRY(o->get_rows(ctx, &d->markov_w1, chain_id(dr, i), 1, 1, dr->markov_state));
         TRY(o->dspark_confidence(ctx, D, d->markov_rank, d->conf_proj, ds4rt_f32_at(dr->h, (uint64_t)i * D),
@@ -209,19 +205,19 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, int32_t anchor, int32_t ma
         float c;
         TRY(ds4rt_download_f32(ctx, ds4rt_f32_at(dr->conf, (uint64_t)i), 1, &c));
         out->conf[out->n_conf++] = c;
-        if (i == 0) out->ms_conf0 = ds4rt_now_ms() - tc;
+        double ms_conf;
+        TRY(ds4rt_clock_lap(&clk, &ms_conf)); /* the first slot's own timer; later ones count as Markov steps */
+        if (i == 0) out->ms_conf0 = ms_conf;
+        else out->ms_markov += ms_conf;
         if (threshold > 0.0f && c < threshold) {
             out->cut = true;
             break;
         }
         if (!have_logits) { /* lazily: a cut at the first slot never pays for the head */
-            double tl = ds4rt_now_ms();
             TRY(o->matmul(ctx, &t->output, dr->hn, B, dr->U));
-            TRY(o->synchronize(ctx));
-            out->ms_logits = ds4rt_now_ms() - tl;
+            TRY(ds4rt_clock_lap(&clk, &out->ms_logits));
             have_logits = true;
         }
-        double tm = ds4rt_now_ms();
         ds4rt_df32 z = ds4rt_f32_at(dr->corrected, (uint64_t)i * V);
         TRY(o->matmul(ctx, &d->markov_w2, dr->markov_state, 1, dr->markov_bias));
         TRY(o->add(ctx, V, ds4rt_f32_at(dr->U, (uint64_t)i * V), dr->markov_bias, z));
@@ -238,7 +234,9 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, int32_t anchor, int32_t ma
             TRY(o->upload(ctx, chain_id(dr, i + 1).buf, chain_id(dr, i + 1).off * 4, &tok, 4));
         }
         out->tokens[out->n++] = tok;
-        out->ms_markov += ds4rt_now_ms() - tm;
+        double ms_step;
+        TRY(ds4rt_clock_lap(&clk, &ms_step));
+        out->ms_markov += ms_step;
     }
     if (want_rows && !sample && out->n > 0) TRY(ds4rt_download_f32(ctx, dr->corrected, (uint64_t)out->n * V, dr->host_rows));
     out->corrected = dr->host_rows;

@@ -99,7 +99,7 @@ typedef struct ds4rt_proposal {
     bool cut;                               /* ended by the confidence threshold */
     float *corrected;                       /* [n][V] host rows, owned by the drafter; only
                                                filled when the proposal was asked for them */
-    /* stage timers, milliseconds */
+    /* stage timers: backend time in ms (device events on a GPU, backend.h) */
     double ms_setup, ms_chain, ms_stage[DS4RT_DSPARK_MAX_STAGES], ms_hidden, ms_conf0, ms_logits, ms_markov;
 } ds4rt_proposal;
 
@@ -122,9 +122,10 @@ ds4rt_capture ds4rt_drafter_capture(const ds4rt_drafter *dr);
 
 /* Appends the context rows of positions first .. first+m-1 (the target pass just run, whose
  * input block `target_in` gives the positions) from the captured rows in dr->cat. first must
- * equal dr->end. */
+ * equal dr->end. Backend time of main_proj + main_norm in *ms_fusion, of the context rows in
+ * *ms_rows. */
 ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int64_t first, int64_t m,
-                                  double *ms_fusion);
+                                  double *ms_fusion, double *ms_rows);
 
 /* Drops context rows of positions >= end (rollback). */
 ds4rt_status ds4rt_drafter_crop(ds4rt_drafter *dr, int64_t end);

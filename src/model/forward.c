@@ -79,7 +79,8 @@ static ds4rt_status capture_layer(ds4rt_bctx *ctx, const ds4rt_hparams *hp, cons
 
 /* ---- the pass --------------------------------------------------------------------------------- */
 
-static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a);
+static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a,
+                             ds4rt_stage_clock *clk);
 
 ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st,
                                   ds4rt_forward_args *a) {
@@ -99,10 +100,11 @@ ds4rt_status ds4rt_target_forward(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "logits_from %lld outside [0, %lld]", (long long)a->logits_from,
                           (long long)n);
 
-    double t0 = ds4rt_now_ms();
-    ds4rt_status status = ds4rt_kv_state_begin_batch(pb->ctx, st, n);
-    a->ms_snapshot = ds4rt_now_ms() - t0;
-    if (status == DS4RT_OK) status = run_pass(t, pb, st, a);
+    ds4rt_stage_clock clk;
+    ds4rt_status status = ds4rt_clock_start(&clk, pb->ctx);
+    if (status == DS4RT_OK) status = ds4rt_kv_state_begin_batch(pb->ctx, st, n);
+    if (status == DS4RT_OK) status = ds4rt_clock_lap(&clk, &a->ms_snapshot);
+    if (status == DS4RT_OK) status = run_pass(t, pb, st, a, &clk);
     if (status != DS4RT_OK) {
         /* leave the state as it was before the pass */
         st->n_pos = pos0;
@@ -165,16 +167,17 @@ static ds4rt_status run_layers(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt
     return DS4RT_OK;
 }
 
-static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a) {
+static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_kv_state *st, ds4rt_forward_args *a,
+                             ds4rt_stage_clock *clk) {
     const ds4rt_hparams *hp = &t->hp;
     ds4rt_bctx *ctx = pb->ctx;
     const ds4rt_backend_ops *o = ctx->ops;
     ds4rt_acts *acts = &pb->acts;
     const int64_t n = a->n, pos0 = st->n_pos;
     const uint32_t D = hp->n_embd;
-    double t_layers = ds4rt_now_ms();
     /* the only host->backend copy of the pass: positions and token ids */
     TRY(ds4rt_pass_upload(ctx, acts->in, pos0, 0, a->tokens, n));
+    TRY(ds4rt_clock_lap(clk, &a->ms_upload));
     /* the layers read nothing back: a backend may replay them as one captured graph (a traced
      * pass reads rows back, so it is never captured) */
     bool replayed = false;
@@ -187,9 +190,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
     }
     TRY(status);
     st->n_pos = pos0 + n;
-    TRY(o->synchronize(ctx));
-    double t_head = ds4rt_now_ms();
-    a->ms_layers = t_head - t_layers;
+    TRY(ds4rt_clock_lap(clk, &a->ms_layers)); /* waits for the layers, as a synchronize would */
 
     if (a->logits != NULL && a->logits_from < n) {
         const int64_t from = a->logits_from, m = n - from;
@@ -211,10 +212,11 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
                               "in the rows of positions %lld..%lld (NaN/Inf in the target's weights, or an overflow)",
                               (long long)pos0, (long long)(pos0 + n - 1), bad, (long long)(pos0 + from),
                               (long long)(pos0 + n - 1));
+        TRY(ds4rt_clock_lap(clk, &a->ms_head));
         /* the requested logits rows: the pass's only read-back */
         TRY(ds4rt_download_f32(ctx, pb->logits, (uint64_t)m * hp->n_vocab, a->logits));
+        TRY(ds4rt_clock_lap(clk, &a->ms_read));
     }
-    a->ms_head = ds4rt_now_ms() - t_head;
     return DS4RT_OK;
 }
 

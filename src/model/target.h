@@ -83,8 +83,9 @@ typedef struct ds4rt_forward_args {
     ds4rt_trace_cb trace;       /* or NULL */
     void *trace_user;
     float *trace_buf;           /* host rows for the trace: [max_batch][N*D] */
-    /* out: milliseconds spent in the frontier snapshot, the layers and the output head */
-    double ms_snapshot, ms_layers, ms_head;
+    /* out: backend time in ms (device events on a GPU, backend.h "stage timers") of the
+     * frontier snapshot, the input upload, the layers, the output head and the logits read-back */
+    double ms_snapshot, ms_upload, ms_layers, ms_head, ms_read;
 } ds4rt_forward_args;
 
 /* Runs n <= st->max_batch tokens through the model, appending them to the state. Each

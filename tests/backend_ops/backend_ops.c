@@ -267,6 +267,38 @@ static void ref_hadamard(double *v, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) v[i] /= sqrt((double)n);
 }
 
+/* ---- stage-timer marks ------------------------------------------------------------------------- */
+
+/* mark / mark_ms on a fresh context: an interval around real work is positive and ordered,
+ * the reverse interval is not, and an unmade mark or a slot out of range is an error, never
+ * a read of garbage. */
+static void test_marks(env *e) {
+    if (only_op != NULL && strcmp(only_op, "marks") != 0) return;
+    ds4rt_bctx *ctx;
+    if (e->o->ctx_create(e->be, 1, &ctx) != DS4RT_OK) die("ctx_create");
+    double ms = -1;
+    report(e->name, "marks", "interval before any mark fails",
+           e->o->mark_ms(ctx, 0, 1, &ms) == DS4RT_ERR_INTERNAL && ms == -1, 0, 0);
+    report(e->name, "marks", "slot out of range fails", e->o->mark(ctx, DS4RT_MARK_SLOTS) == DS4RT_ERR_INTERNAL, 0,
+           0);
+    enum { W = 4096, N = 64 };
+    static float x[N * W];
+    fill(x, N * W, -1, 1);
+    ds4rt_dbuf *bx = buf_from(e, x, sizeof x);
+    CHECK(e, e->o->mark(ctx, 0));
+    for (int k = 0; k < 8; k++) CHECK(e, e->o->rms_norm(ctx, N, W, ds4rt_f32(bx), (ds4rt_df32){0}, 1e-6f, ds4rt_f32(bx)));
+    CHECK(e, e->o->mark(ctx, 1));
+    CHECK(e, e->o->mark(ctx, 2));
+    double work = 0, idle = -1, back = 1;
+    CHECK(e, e->o->mark_ms(ctx, 0, 1, &work));
+    CHECK(e, e->o->mark_ms(ctx, 1, 2, &idle));
+    CHECK(e, e->o->mark_ms(ctx, 1, 0, &back));
+    report(e->name, "marks", "interval around work > 0", work > 0, work, 0);
+    report(e->name, "marks", "intervals ordered", idle >= 0 && back <= 0 && idle <= work, idle, work);
+    drop(e, bx);
+    e->o->ctx_free(ctx);
+}
+
 /* ---- row ops -------------------------------------------------------------------------------- */
 
 static void test_rows(env *e, env *cpu) {
@@ -1031,6 +1063,8 @@ static void test_coarse(env *e, env *cpu, const ds4rt_hparams *hp) {
 
 static void run_all(env *e, env *cpu, const ds4rt_hparams *hp, uint64_t seed, bool reference_run) {
     quiet = reference_run;
+    rng_state = seed;
+    test_marks(e);
     rng_state = seed;
     test_rows(e, cpu);
     test_hc(e, cpu, hp);

@@ -139,6 +139,23 @@ static ds4rt_status cpu_synchronize(ds4rt_bctx *ctx) {
     return DS4RT_OK;
 }
 
+/* Stage timers: every CPU op has finished when it returns, so the host clock at a mark is the
+ * moment the ops before it finished. */
+static ds4rt_status cpu_mark(ds4rt_bctx *ctx, uint32_t slot) {
+    if (slot >= DS4RT_MARK_SLOTS) return ds4rt_fail(DS4RT_ERR_INTERNAL, "mark slot %u of %u", slot, DS4RT_MARK_SLOTS);
+    cpu(ctx)->marks[slot] = ds4rt_now_ms();
+    cpu(ctx)->marked |= 1u << slot;
+    return DS4RT_OK;
+}
+
+static ds4rt_status cpu_mark_ms(ds4rt_bctx *ctx, uint32_t from, uint32_t to, double *ms) {
+    const cpu_ctx *c = cpu(ctx);
+    if (from >= DS4RT_MARK_SLOTS || to >= DS4RT_MARK_SLOTS || !(c->marked >> from & 1u) || !(c->marked >> to & 1u))
+        return ds4rt_fail(DS4RT_ERR_INTERNAL, "stage timer between marks %u and %u, not both made", from, to);
+    *ms = c->marks[to] - c->marks[from];
+    return DS4RT_OK;
+}
+
 static const ds4rt_backend_ops CPU_OPS = {
     .version = DS4RT_BACKEND_OPS_VERSION,
     .supports = cpu_supports,
@@ -153,6 +170,8 @@ static const ds4rt_backend_ops CPU_OPS = {
     .upload = cpu_upload,
     .download = cpu_download,
     .synchronize = cpu_synchronize,
+    .mark = cpu_mark,
+    .mark_ms = cpu_mark_ms,
     .get_rows = cpu_get_rows,
     .hc_pre = cpu_hc_pre,
     .hc_post = cpu_hc_post,

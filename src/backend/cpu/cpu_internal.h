@@ -17,6 +17,8 @@ typedef struct cpu_ctx {
     ds4rt_bctx base;     /* first: the composition sees only this */
     ds4rt_pool *pool;
     cpu_workspace ws;
+    double marks[DS4RT_MARK_SLOTS]; /* stage-timer marks: host clock, ms */
+    uint32_t marked;                /* bit per slot that holds a mark */
 } cpu_ctx;
 
 static inline cpu_ctx *cpu(ds4rt_bctx *ctx) { return (cpu_ctx *)ctx; }

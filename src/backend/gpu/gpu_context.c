@@ -106,6 +106,7 @@ void gpu_ctx_free(ds4rt_bctx *ctx) {
     gpu_ctx *c = gctx(ctx);
     (void)ds4rt_gk_stream_sync(c->stream);
     gpu_graphs_free(c);
+    for (uint32_t i = 0; i < DS4RT_MARK_SLOTS; i++) ds4rt_gk_event_destroy(c->marks[i]);
     if (c->ws.buf != NULL) gpu_release(ctx->be, c->ws.buf);
     if (c->ws.act != NULL) gpu_release(ctx->be, c->ws.act);
     ds4rt_gk_stream_destroy(c->stream);
@@ -142,5 +143,27 @@ ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *
 
 ds4rt_status gpu_synchronize(ds4rt_bctx *ctx) {
     GK(ds4rt_gk_stream_sync(gstream(ctx)), "synchronize");
+    return DS4RT_OK;
+}
+
+/* Stage timers: an event recorded on the context's stream completes when every op issued
+ * before it has, so the time between two is the device's time for the ops between them. */
+ds4rt_status gpu_mark(ds4rt_bctx *ctx, uint32_t slot) {
+    gpu_ctx *c = gctx(ctx);
+    if (slot >= DS4RT_MARK_SLOTS) return ds4rt_fail(DS4RT_ERR_INTERNAL, "mark slot %u of %u", slot, DS4RT_MARK_SLOTS);
+    if (c->recording) return ds4rt_fail(DS4RT_ERR_INTERNAL, "stage-timer mark inside a recorded pass");
+    if (c->marks[slot] == NULL) GK(ds4rt_gk_event_create(&c->marks[slot]), "stage-timer event");
+    GK(ds4rt_gk_event_record(c->marks[slot], c->stream), "stage-timer mark");
+    c->marked |= 1u << slot;
+    return DS4RT_OK;
+}
+
+ds4rt_status gpu_mark_ms(ds4rt_bctx *ctx, uint32_t from, uint32_t to, double *ms) {
+    gpu_ctx *c = gctx(ctx);
+    if (from >= DS4RT_MARK_SLOTS || to >= DS4RT_MARK_SLOTS || !(c->marked >> from & 1u) || !(c->marked >> to & 1u))
+        return ds4rt_fail(DS4RT_ERR_INTERNAL, "stage timer between marks %u and %u, not both made", from, to);
+    float f = 0.0f;
+    GK(ds4rt_gk_event_elapsed_ms(c->marks[from], c->marks[to], &f), "stage timer");
+    *ms = f;
     return DS4RT_OK;
 }

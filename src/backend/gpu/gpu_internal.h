@@ -89,6 +89,8 @@ typedef struct gpu_ctx {
     uint64_t recording_key, graph_replays;
     gpu_graph *graphs;
     size_t n_graphs;
+    void *marks[DS4RT_MARK_SLOTS]; /* stage-timer events, created at a slot's first mark */
+    uint32_t marked;               /* bit per slot that holds a recorded event */
 } gpu_ctx;
 
 static inline gpu_ctx *gctx(ds4rt_bctx *ctx) { return (gpu_ctx *)ctx; }
@@ -129,6 +131,8 @@ int gpu_ctx_threads(const ds4rt_bctx *ctx);
 ds4rt_status gpu_upload(ds4rt_bctx *ctx, ds4rt_dbuf *dst, uint64_t off, const void *src, uint64_t bytes);
 ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *dst, uint64_t bytes);
 ds4rt_status gpu_synchronize(ds4rt_bctx *ctx);
+ds4rt_status gpu_mark(ds4rt_bctx *ctx, uint32_t slot);
+ds4rt_status gpu_mark_ms(ds4rt_bctx *ctx, uint32_t from, uint32_t to, double *ms);
 /* The Q8->F16 cache (gpu_cache.c): expand `w`; the F16 view of `w` (or of a block of its
  * rows) if it has a copy, counting a hit; products that used one; release every copy. */
 ds4rt_status gpu_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes);
