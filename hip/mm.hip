@@ -674,16 +674,19 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
 #define QT_PAIRS 512 /* (row, block) pairs per step: QT_ROWS x QT_CB */
 
 /* QT_CB weight blocks of a row per step (a multiple of QLANES): 128, or 32 for rows of at most
- * 32 blocks (1024 columns), which then take 16 rows per thread block instead of 4. */
-template <int TYPE, int QT_CB>
+ * 32 blocks (1024 columns), which then take 16 rows per thread block instead of 4. TT: the
+ * tokens the shared term buffer holds (n <= TT): a decode's kernel needs an eighth of the
+ * shared memory of n = 8's, so more of its blocks fit on an SM and more weight bytes are in
+ * flight (the product is bound by that, not by arithmetic). */
+template <int TYPE, int QT_CB, int TT>
 __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     constexpr int QT_ROWS = QT_PAIRS / QT_CB;
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : 17;
     constexpr int SPAN = ((QT_CB * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
     constexpr int NU = SPAN / 16, LPT = (QT_ROWS * NU + QT_NT - 1) / QT_NT;
     __shared__ uint4 wbuf4[QT_ROWS][NU];
-    __shared__ float terms[QT_TOK][QT_ROWS][QT_CB];
-    __shared__ float lanes[QT_TOK][QT_ROWS][QLANES];
+    __shared__ float terms[TT][QT_ROWS][QT_CB];
+    __shared__ float lanes[TT][QT_ROWS][QLANES];
     uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
     const int tid = (int)threadIdx.x;
     const int64_t row0 = (int64_t)blockIdx.x * QT_ROWS;
@@ -708,9 +711,9 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     };
     issue(0);
     const int lr = tid / QLANES, lc = tid % QLANES; /* lane threads: tid < QT_ROWS * QLANES */
-    float acc[QT_TOK];
+    float acc[TT];
     UNROLL
-    for (int t = 0; t < QT_TOK; t++) acc[t] = 0.0f;
+    for (int t = 0; t < TT; t++) acc[t] = 0.0f;
     for (int64_t b0 = 0; b0 < a.nb; b0 += QT_CB) {
         const int nblk = a.nb - b0 < QT_CB ? (int)(a.nb - b0) : QT_CB;
         const int shift = (int)(((uint64_t)b0 * BB) & 15);
@@ -730,7 +733,7 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
                 int wq[8];
                 const float dw = decode32<TYPE>(&wbuf[rr][shift + p * BB], wq);
                 UNROLL
-                for (int t = 0; t < QT_TOK; t++)
+                for (int t = 0; t < TT; t++)
                     if (t < nt) terms[t][rr][p] = term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, b0 + p);
             }
         }
@@ -738,12 +741,12 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
         if (tid < QT_ROWS * QLANES && lr < nrows) /* lane lc of row lr: blocks lc, lc + 8, ... in order */
             for (int p = lc; p < nblk; p += QLANES)
                 UNROLL
-                for (int t = 0; t < QT_TOK; t++)
+                for (int t = 0; t < TT; t++)
                     if (t < nt) acc[t] = fadd(acc[t], terms[t][lr][p]);
     }
     if (tid < QT_ROWS * QLANES && lr < nrows)
         UNROLL
-        for (int t = 0; t < QT_TOK; t++) lanes[t][lr][lc] = acc[t];
+        for (int t = 0; t < TT; t++) lanes[t][lr][lc] = acc[t];
     __syncthreads();
     if (tid < nt * QT_ROWS) { /* the fixed reduction of the row's 8 lanes */
         const int t = tid / QT_ROWS, r = tid % QT_ROWS;
@@ -1347,6 +1350,17 @@ static mmf_kernel_fn pick_f(uint32_t type, int tt, bool vec) {
     }
 }
 
+/* mm_qt_kernel for `tt` (1, 2, 4 or 8) token rows of the term buffer. */
+template <int TYPE, int QT_CB>
+static mm_kernel_fn pick_qt_cb(int tt) {
+    return tt == 1 ? mm_qt_kernel<TYPE, QT_CB, 1> : tt == 2 ? mm_qt_kernel<TYPE, QT_CB, 2>
+                   : tt == 4 ? mm_qt_kernel<TYPE, QT_CB, 4> : mm_qt_kernel<TYPE, QT_CB, 8>;
+}
+template <int TYPE>
+static mm_kernel_fn pick_qt(bool short_rows, int tt) {
+    return short_rows ? pick_qt_cb<TYPE, 32>(tt) : pick_qt_cb<TYPE, 128>(tt);
+}
+
 /* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
  * expert stack (grid rows are slots). */
 template <bool EXPERTS>
@@ -1364,9 +1378,10 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         a.nb = w->cols / block_elems(w->type);
         const bool short_rows = a.nb <= 32;
         const int64_t rows_per = short_rows ? QT_PAIRS / 32 : QT_PAIRS / 128;
-        mm_kernel_fn k = w->type == T_Q8_0    ? (short_rows ? mm_qt_kernel<T_Q8_0, 32> : mm_qt_kernel<T_Q8_0, 128>)
-                         : w->type == T_Q4_0 ? (short_rows ? mm_qt_kernel<T_Q4_0, 32> : mm_qt_kernel<T_Q4_0, 128>)
-                                             : (short_rows ? mm_qt_kernel<T_MXFP4, 32> : mm_qt_kernel<T_MXFP4, 128>);
+        const int tt = n_grid_rows <= 1 ? 1 : n_grid_rows == 2 ? 2 : n_grid_rows <= 4 ? 4 : 8;
+        mm_kernel_fn k = w->type == T_Q8_0   ? pick_qt<T_Q8_0>(short_rows, tt)
+                         : w->type == T_Q4_0 ? pick_qt<T_Q4_0>(short_rows, tt)
+                                             : pick_qt<T_MXFP4>(short_rows, tt);
         hipLaunchKernelGGL(k, dim3((unsigned)((w->rows + rows_per - 1) / rows_per)), dim3(QT_NT), 0, s, a);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);
