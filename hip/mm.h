@@ -60,6 +60,18 @@ size_t ds4rt_gk_matmul_scratch_bytes(uint32_t type, int64_t cols, int64_t n);
 int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float *d_y, void *d_scratch,
                     size_t scratch_bytes, void *stream);
 
+/* Grouped products (the grouped low-rank output projection): W holds n_groups blocks of
+ * rows_g = w->rows / n_groups rows, and block g multiplies columns [g*cols, (g+1)*cols) of each
+ * activation row (cols = w->cols; the rows were converted by ds4rt_gk_act_convert with
+ * n_groups * cols columns):
+ *     y[i][g*rows_g + r] = sum_c W[g*rows_g + r][c] x[i][g*cols + c]    (d_y[n][w->rows])
+ * One launch for all groups; bitwise ds4rt_gk_matmul_act of each row block on its column slice.
+ * Only where ds4rt_gk_matmul_grouped_supported() (Q8_0-activation types, 16-byte aligned rows,
+ * 1 <= n <= 8); elsewhere DS4RT_GK_ERR_UNSUPPORTED. */
+int ds4rt_gk_matmul_grouped_supported(const ds4rt_gk_weight *w, uint32_t n_groups, int64_t n);
+int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_groups, const void *d_act, int64_t n,
+                                float *d_y, void *stream);
+
 /* Products over a stack of experts (MoE dispatch), with the expert of each slot read from device
  * memory: for j < n_slots, e = d_ids[j] (int32), W_e = the matrix at w->d_data + e * expert_stride
  * (shape and type of *w),

@@ -573,6 +573,12 @@ typedef struct {
     uint64_t expert_stride;
     uint32_t n_experts;
     uint32_t x_div;
+    /* grouped products (mm_qt_kernel, grid row g = group): group g's weights at w + g *
+     * w_gstride, its activation blocks from block g * b_goff of each row, its outputs at column
+     * g * rows of rows y_stride apart (0: one group, y_stride = rows) */
+    uint64_t w_gstride;
+    int64_t b_goff;
+    int64_t y_stride;
 } mm_args;
 
 template <int TYPE, bool ALIGNED, bool EXPERTS>
@@ -692,7 +698,9 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     const int64_t row0 = (int64_t)blockIdx.x * QT_ROWS;
     const int nrows = a.rows - row0 < QT_ROWS ? (int)(a.rows - row0) : QT_ROWS;
     const int nt = (int)a.n;
-    const uint8_t *w = a.w;
+    const int64_t g = blockIdx.y, boff = g * a.b_goff, ys = a.y_stride ? a.y_stride : a.rows;
+    const uint8_t *w = a.w + (uint64_t)g * a.w_gstride;
+    float *y = a.y + g * a.rows;
     uint4 pre[LPT];
     UNROLL
     for (int i = 0; i < LPT; i++) pre[i] = make_uint4(0u, 0u, 0u, 0u);
@@ -734,7 +742,8 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
                 const float dw = decode32<TYPE>(&wbuf[rr][shift + p * BB], wq);
                 UNROLL
                 for (int t = 0; t < TT; t++)
-                    if (t < nt) terms[t][rr][p] = term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, b0 + p);
+                    if (t < nt)
+                        terms[t][rr][p] = term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, boff + b0 + p);
             }
         }
         __syncthreads();
@@ -750,7 +759,7 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     __syncthreads();
     if (tid < nt * QT_ROWS) { /* the fixed reduction of the row's 8 lanes */
         const int t = tid / QT_ROWS, r = tid % QT_ROWS;
-        if (r < nrows) a.y[(int64_t)t * a.rows + row0 + r] = reduce8(lanes[t][r]);
+        if (r < nrows) y[(int64_t)t * ys + row0 + r] = reduce8(lanes[t][r]);
     }
 }
 
@@ -1361,6 +1370,18 @@ static mm_kernel_fn pick_qt(bool short_rows, int tt) {
     return short_rows ? pick_qt_cb<TYPE, 32>(tt) : pick_qt_cb<TYPE, 128>(tt);
 }
 
+/* mm_qt_kernel over n <= QT_TOK token rows, `groups` grid rows of a.rows weight rows each. */
+static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t groups, hipStream_t s) {
+    a.nb = w->cols / block_elems(w->type);
+    const bool short_rows = a.nb <= 32;
+    const int64_t rows_per = short_rows ? QT_PAIRS / 32 : QT_PAIRS / 128;
+    const int tt = n <= 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
+    mm_kernel_fn k = w->type == T_Q8_0   ? pick_qt<T_Q8_0>(short_rows, tt)
+                     : w->type == T_Q4_0 ? pick_qt<T_Q4_0>(short_rows, tt)
+                                         : pick_qt<T_MXFP4>(short_rows, tt);
+    hipLaunchKernelGGL(k, dim3((unsigned)((a.rows + rows_per - 1) / rows_per), groups), dim3(QT_NT), 0, s, a);
+}
+
 /* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
  * expert stack (grid rows are slots). */
 template <bool EXPERTS>
@@ -1375,14 +1396,7 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
     const bool aligned = ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0 &&
                          (!EXPERTS || (a.expert_stride & 15) == 0);
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
-        a.nb = w->cols / block_elems(w->type);
-        const bool short_rows = a.nb <= 32;
-        const int64_t rows_per = short_rows ? QT_PAIRS / 32 : QT_PAIRS / 128;
-        const int tt = n_grid_rows <= 1 ? 1 : n_grid_rows == 2 ? 2 : n_grid_rows <= 4 ? 4 : 8;
-        mm_kernel_fn k = w->type == T_Q8_0   ? pick_qt<T_Q8_0>(short_rows, tt)
-                         : w->type == T_Q4_0 ? pick_qt<T_Q4_0>(short_rows, tt)
-                                             : pick_qt<T_MXFP4>(short_rows, tt);
-        hipLaunchKernelGGL(k, dim3((unsigned)((w->rows + rows_per - 1) / rows_per)), dim3(QT_NT), 0, s, a);
+        launch_qt(w, a, n_grid_rows, 1, s);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;
@@ -1442,6 +1456,42 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     st = ds4rt_gk_act_convert(w->type, d_x, n, w->cols, d_scratch, scratch_bytes, stream);
     if (st != DS4RT_GK_OK) return st;
     return ds4rt_gk_matmul_act(w, d_scratch, n, d_y, stream);
+}
+
+extern "C" int ds4rt_gk_matmul_grouped_supported(const ds4rt_gk_weight *w, uint32_t n_groups, int64_t n) {
+    return w != NULL && act_kind(w->type) == A_Q8_0 && n >= 1 && n <= QT_TOK && n_groups >= 1 &&
+           n_groups <= 65535 && w->rows % n_groups == 0 && ((uintptr_t)w->d_data & 15) == 0 &&
+           (w->row_bytes & 15) == 0;
+}
+
+extern "C" int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_groups, const void *d_act, int64_t n,
+                                           float *d_y, void *stream) {
+    int st = check_weight(w, "matmul_grouped");
+    if (st != DS4RT_GK_OK) return st;
+    if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
+    if (!ds4rt_gk_matmul_grouped_supported(w, n_groups, n))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED,
+                             "matmul_grouped: %s %lldx%lld in %u groups at n=%lld (needs a Q8_0-activation type, "
+                             "16-byte aligned rows, groups dividing the rows, 1 <= n <= %d)",
+                             type_name(w->type), (long long)w->rows, (long long)w->cols, n_groups, (long long)n, QT_TOK);
+    if (d_act == NULL || d_y == NULL || ((uintptr_t)d_act & 15) != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_grouped: activations or y NULL, or activations not 16-byte aligned");
+    const act_layout l = layout_of(A_Q8_0, w->cols * (int64_t)n_groups);
+    mm_args a = {};
+    a.w = (const uint8_t *)w->d_data;
+    a.act = (const uint8_t *)d_act;
+    a.y = d_y;
+    a.n = n;
+    a.stride = l.stride;
+    a.d_off = l.d_off;
+    a.s_off = l.s_off;
+    a.row_bytes = w->row_bytes;
+    a.rows = w->rows / n_groups;
+    a.w_gstride = (uint64_t)a.rows * w->row_bytes;
+    a.b_goff = w->cols / 32;
+    a.y_stride = w->rows;
+    launch_qt(w, a, n, n_groups, (hipStream_t)stream);
+    return ds4rt_gk_check(hipGetLastError(), "matmul_grouped");
 }
 
 extern "C" int ds4rt_gk_matmul_experts_act(const ds4rt_gk_weight *w, uint64_t expert_stride, uint32_t n_experts,

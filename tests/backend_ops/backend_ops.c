@@ -898,6 +898,45 @@ static void ref_hc_pre(const ds4rt_hparams *hp, const float *fn, const float *sc
 }
 
 /* Runs `op` on e and on the CPU with the same inputs; checks rows alone == rows in the batch. */
+/* grouped_out with a Q8_0 first factor, rows padded to 16 bytes (the alignment of real files,
+ * which the GPU's one-launch path for up to 8 tokens needs): n = 1 and 5 take that path, n = 9
+ * the per-group one; every row of each call must be bitwise the row computed alone, and the
+ * outputs go on the tape (against the CPU run). */
+static void test_grouped_out_q8(env *e, const ds4rt_hparams *hp) {
+    const uint32_t G = hp->o_groups, Ro = hp->o_lora, gd = hp->group_dim, D = hp->n_embd;
+    const int64_t nmax = 9, sizes[] = {5, 9};
+    uint64_t rb;
+    uint8_t *wq = random_weight(DS4RT_TYPE_Q8_0, G * Ro, gd, &rb);
+    if (wq == NULL) die("random Q8_0 weight");
+    const uint64_t rbp = (rb + 15) & ~(uint64_t)15;
+    uint8_t *wpad = calloc(G * Ro, rbp);
+    for (uint32_t r = 0; r < G * Ro; r++) memcpy(wpad + r * rbp, wq + r * rb, rb);
+    float *o = malloc(nmax * hp->q_dim * 4), *wb = malloc(D * G * Ro * 4), *got = malloc(nmax * D * 4),
+          *alone = malloc(nmax * D * 4);
+    fill(o, nmax * hp->q_dim, -1, 1);
+    fill(wb, D * G * Ro, -0.2f, 0.2f);
+    ds4rt_dbuf *bo = buf_from(e, o, nmax * hp->q_dim * 4), *bwa = buf_from(e, wpad, G * Ro * rbp),
+               *bwb = buf_from(e, wb, D * G * Ro * 4), *bf = buf_from(e, NULL, nmax * D * 4);
+    ds4rt_dweight da = dweight(bwa, DS4RT_TYPE_Q8_0, G * Ro, gd, rbp), db = dweight(bwb, DS4RT_TYPE_F32, D, G * Ro, G * Ro * 4);
+    cur_op = "grouped_out Q8_0";
+    for (int64_t t = 0; t < nmax; t++) { /* each row alone (n = 1: the one-launch path) */
+        ds4rt_df32 ot = ds4rt_f32(bo);
+        ot.off += (uint64_t)t * hp->q_dim; /* in elements */
+        CHECK(e, e->o->grouped_out(e->ctx, hp, 1, &da, &db, ot, ds4rt_f32(bf)));
+        fetch(e, bf, alone + t * D, D * 4);
+    }
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        CHECK(e, e->o->grouped_out(e->ctx, hp, n, &da, &db, ds4rt_f32(bo), ds4rt_f32(bf)));
+        fetch(e, bf, got, n * D * 4);
+        char what[48];
+        snprintf(what, sizeof what, "Q8_0 batch invariance n=%lld", (long long)n);
+        report(e->name, "grouped_out", what, same_bits(got, alone, n * D * 4), 0, 0);
+    }
+    drop(e, bo), drop(e, bwa), drop(e, bwb), drop(e, bf);
+    free(wq), free(wpad), free(o), free(wb), free(got), free(alone);
+}
+
 static void test_coarse(env *e, env *cpu, const ds4rt_hparams *hp) {
     const int64_t n = 4;
     const uint32_t N = hp->hc, D = hp->n_embd, E = hp->n_expert, F = hp->expert_ff, k = hp->n_expert_used;
@@ -978,6 +1017,8 @@ static void test_coarse(env *e, env *cpu, const ds4rt_hparams *hp) {
         drop(e, bo), drop(e, bwa), drop(e, bwb), drop(e, bf);
         free(o), free(wa), free(wb);
     }
+    if (want("grouped_out") && under_test->o->supports(under_test->be, DS4RT_OP_GROUPED_OUT, DS4RT_TYPE_Q8_0))
+        test_grouped_out_q8(e, hp);
     if (want("moe")) {
         for (int hash = 0; hash < 2; hash++) {
             float *x = malloc(n * D * 4), *wg = malloc(E * D * 4), *bias = malloc(E * 4), *ge = malloc(E * F * D * 4),

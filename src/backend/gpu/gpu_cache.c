@@ -45,7 +45,8 @@ ds4rt_status gpu_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_
 
 uint64_t gpu_cache_hits(const ds4rt_backend *be) { return atomic_load(&gpu_be(be)->cache_hits); }
 
-bool gpu_cache_find(ds4rt_backend *be, const ds4rt_dweight *w, ds4rt_dweight *f16) {
+/* The cached F16 copy of w, if any, without counting a hit. */
+static bool cache_lookup(ds4rt_backend *be, const ds4rt_dweight *w, ds4rt_dweight *f16) {
     gpu_impl *g = gpu_be(be);
     if (w->type != DS4RT_TYPE_Q8_0 || g->n_cache == 0) return false;
     const uint8_t *p = DB(w->data);
@@ -62,10 +63,20 @@ bool gpu_cache_find(ds4rt_backend *be, const ds4rt_dweight *w, ds4rt_dweight *f1
                                .rows = w->rows,
                                .cols = w->cols,
                                .row_bytes = (uint64_t)e->cols * 2};
-        atomic_fetch_add(&g->cache_hits, 1);
         return true;
     }
     return false;
+}
+
+bool gpu_cache_find(ds4rt_backend *be, const ds4rt_dweight *w, ds4rt_dweight *f16) {
+    if (!cache_lookup(be, w, f16)) return false;
+    atomic_fetch_add(&gpu_be(be)->cache_hits, 1);
+    return true;
+}
+
+bool gpu_cache_holds(ds4rt_backend *be, const ds4rt_dweight *w) {
+    ds4rt_dweight f16;
+    return cache_lookup(be, w, &f16);
 }
 
 void gpu_cache_free(ds4rt_backend *be) {

@@ -134,9 +134,11 @@ ds4rt_status gpu_synchronize(ds4rt_bctx *ctx);
 ds4rt_status gpu_mark(ds4rt_bctx *ctx, uint32_t slot);
 ds4rt_status gpu_mark_ms(ds4rt_bctx *ctx, uint32_t from, uint32_t to, double *ms);
 /* The Q8->F16 cache (gpu_cache.c): expand `w`; the F16 view of `w` (or of a block of its
- * rows) if it has a copy, counting a hit; products that used one; release every copy. */
+ * rows) if it has a copy, counting a hit; whether it has one (no hit counted); products that
+ * used one; release every copy. */
 ds4rt_status gpu_cache_expand(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes);
 bool gpu_cache_find(ds4rt_backend *be, const ds4rt_dweight *w, ds4rt_dweight *f16);
+bool gpu_cache_holds(ds4rt_backend *be, const ds4rt_dweight *w);
 uint64_t gpu_cache_hits(const ds4rt_backend *be);
 void gpu_cache_free(ds4rt_backend *be);
 

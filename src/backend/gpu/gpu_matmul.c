@@ -1,7 +1,8 @@
 /*
  * gpu_matmul.c - matrix products and row gathers of the GPU backend over hip/mm.h (bitwise the
  * CPU backend's: same activation conversion, same summation order, docs/QUANTS.md), and the
- * grouped low-rank output projection composed from them with 2-D device copies.
+ * grouped low-rank output projection: one grouped launch for a few tokens, else composed from
+ * the products with 2-D device copies.
  */
 #include "gpu_ops.h"
 #include "mm.h"
@@ -58,6 +59,18 @@ ds4rt_status gpu_grouped_out(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n
     gpu_workspace *ws = &gctx(ctx)->ws;
     void *s = gstream(ctx);
     const size_t gd = hp->group_dim, ro = hp->o_lora;
+    ds4rt_gk_weight ga = gpu_weight(out_a);
+    if (ds4rt_gk_matmul_grouped_supported(&ga, hp->o_groups, n) && ga.rows == (int64_t)(hp->o_groups * ro) &&
+        ga.cols == (int64_t)gd && (int64_t)(gd * hp->o_groups) == hp->q_dim && !gpu_cache_holds(ctx->be, out_a)) {
+        /* decode and short verify: o converted once, one launch for every group (the gathers,
+         * conversions and scatters below cost ~8 small launches per group) */
+        void *act;
+        uint64_t bytes;
+        TRY(gpu_act(ctx, ds4rt_gk_act_bytes(out_a->type, hp->q_dim, n), &act, &bytes));
+        GK(ds4rt_gk_act_convert(out_a->type, DF(o), n, hp->q_dim, act, (size_t)bytes, s), "grouped_out act");
+        GK(ds4rt_gk_matmul_grouped_act(&ga, hp->o_groups, act, n, DF(ws->low), s), "grouped_out");
+        return gpu_matmul(ctx, out_b, ws->low, n, f);
+    }
     /* group g reads heads [g*H/G, (g+1)*H/G): a contiguous slice of each output row */
     for (uint32_t g = 0; g < hp->o_groups; g++) {
         GK(ds4rt_gk_memcpy2d_d2d(DF(ws->og), gd * 4, DF(o) + g * gd, (size_t)hp->q_dim * 4, gd * 4, (size_t)n, s),
