@@ -79,8 +79,13 @@ __device__ double block_sum_d(double v, double *sh) {
 
 /* ---- RMS norm ---------------------------------------------------------------------------- */
 
-__global__ void rms_norm_kernel(const float *x, const float *w, float eps, uint32_t width, float *out) {
-    __shared__ double sh[ROW_THREADS];
+/* A block of NORM_THREADS per row: a decode normalises one row, and each thread's chain of
+ * dependent loads is width / NORM_THREADS long (4 for 4096; it was 32 with ROW_THREADS). */
+#define NORM_THREADS 1024
+
+__global__ void __launch_bounds__(NORM_THREADS)
+    rms_norm_kernel(const float *x, const float *w, float eps, uint32_t width, float *out) {
+    __shared__ double sh[NORM_THREADS];
     __shared__ float s_inv;
     const float *xr = x + (size_t)blockIdx.x * width;
     float *orow = out + (size_t)blockIdx.x * width;
@@ -98,7 +103,7 @@ extern "C" int ds4rt_gk_rms_norm(int64_t rows, uint32_t width, const float *d_x,
                                  float *d_out, void *stream) {
     if (rows <= 0 || width == 0) return DS4RT_GK_OK;
     if (rows > 0x7fffffff) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "rms_norm: %lld rows", (long long)rows);
-    hipLaunchKernelGGL(rms_norm_kernel, dim3((unsigned)rows), dim3(ROW_THREADS), 0, (hipStream_t)stream, d_x, d_w,
+    hipLaunchKernelGGL(rms_norm_kernel, dim3((unsigned)rows), dim3(NORM_THREADS), 0, (hipStream_t)stream, d_x, d_w,
                        eps, width, d_out);
     return DS4RT_GK_LAUNCHED("rms_norm");
 }
@@ -161,14 +166,19 @@ __device__ __forceinline__ void rope_pair(float *v, uint32_t dim, uint32_t n_rot
     tail[2 * k + 1] = (float)d_add(d_mul(a, s), d_mul(b, c));
 }
 
-__global__ void rope_kernel(const void *pass, rope_tab t, uint32_t heads, uint32_t dim, int sign, float *x) {
+/* Grid (row, head group): each block forms the row's angles itself (they are cheap; sharing
+ * them would cost a second launch) and rotates the pairs of its `hpb` heads, one per thread,
+ * so a decode's 64 query heads are 16 blocks instead of one block of 16 serial steps. */
+__global__ void rope_kernel(const void *pass, rope_tab t, uint32_t heads, uint32_t hpb, uint32_t dim, int sign,
+                            float *x) {
     __shared__ double cs[DS4RT_GK_ROPE_MAX_PAIRS], sn[DS4RT_GK_ROPE_MAX_PAIRS];
-    const uint32_t half = t.n_rot / 2;
+    const uint32_t half = t.n_rot / 2, h0 = blockIdx.y * hpb;
+    const uint32_t nh = heads - h0 < hpb ? heads - h0 : hpb;
     const int64_t pos = pass_pos0(pass) + blockIdx.x;
     for (uint32_t k = threadIdx.x; k < half; k += blockDim.x) rope_angle(t, pos, k, &cs[k], &sn[k]);
     __syncthreads();
-    float *row = x + (size_t)blockIdx.x * heads * dim;
-    for (uint32_t e = threadIdx.x; e < heads * half; e += blockDim.x) {
+    float *row = x + ((size_t)blockIdx.x * heads + h0) * dim;
+    for (uint32_t e = threadIdx.x; e < nh * half; e += blockDim.x) {
         const uint32_t h = e / half, k = e % half;
         rope_pair(row + (size_t)h * dim, dim, t.n_rot, k, cs[k], sn[k], sign);
     }
@@ -182,8 +192,11 @@ extern "C" int ds4rt_gk_rope(const void *d_pass, int64_t n, uint32_t heads, uint
     rope_tab t;
     int st = rope_table(r, &t, "rope");
     if (st != DS4RT_GK_OK) return st;
-    hipLaunchKernelGGL(rope_kernel, dim3((unsigned)n), dim3(ROW_THREADS), 0, (hipStream_t)stream, d_pass, t, heads,
-                       dim, sign, d_x);
+    const uint32_t half = r->n_rot / 2, hpb = half >= ROW_THREADS ? 1 : ROW_THREADS / half;
+    const uint32_t groups = (heads + hpb - 1) / hpb;
+    if (groups > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "rope: %u heads", heads);
+    hipLaunchKernelGGL(rope_kernel, dim3((unsigned)n, groups), dim3(ROW_THREADS), 0, (hipStream_t)stream, d_pass, t,
+                       heads, hpb, dim, sign, d_x);
     return DS4RT_GK_LAUNCHED("rope");
 }
 
@@ -248,13 +261,37 @@ __device__ void fp4_block(float *v) {
     }
 }
 
+/* One scale block per 32 lanes (a wave64 holds two): lane l holds elements l and l + 32
+ * (FP8's 64) or l (FP4's 32); the block's amax by xor-shuffles (fmaxf is exact and ignores NaN
+ * in any order, so this is fp8_block's amax), then each lane rounds its own elements with
+ * fp8_block's / fp4_block's steps. One thread per block walking 64 elements serially took
+ * 14.5 us per decode call on the H200 (docs/PERFORMANCE.md). */
+#define LOWP_LANES 32
 __global__ void lowp_round_kernel(int64_t rows, uint32_t stride, uint32_t blocks_per_row, int fp4, float *x) {
-    const int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= rows * blocks_per_row) return;
-    const int64_t r = b / blocks_per_row, k = b % blocks_per_row;
+    const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LOWP_LANES;
+    const uint32_t l = threadIdx.x % LOWP_LANES;
+    const bool ok = g < rows * blocks_per_row; /* no early return: every lane takes the shuffles */
+    const int64_t gg = ok ? g : 0, r = gg / blocks_per_row, k = gg % blocks_per_row;
     float *v = x + (size_t)r * stride + (size_t)k * (fp4 ? 32 : 64);
-    if (fp4) fp4_block(v);
-    else fp8_block(v);
+    const float a0 = ok ? v[l] : 0.0f, a1 = ok && !fp4 ? v[l + 32] : 0.0f;
+    float amax = fmaxf(fabsf(a0), fabsf(a1));
+    for (int o = LOWP_LANES / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor(amax, o, LOWP_LANES));
+    if (fp4) {
+        const float amin = 6.0f * 0x1p-126f;
+        const float s = pow2_ceil((amax < amin ? amin : amax) / 6.0f);
+        float y = a0 / s;
+        y = y > 6.0f ? 6.0f : (y < -6.0f ? -6.0f : y);
+        if (ok) v[l] = f_mul(round_e2m1(y), s);
+    } else {
+        const float s = pow2_ceil((amax < 1e-4f ? 1e-4f : amax) / 448.0f);
+        float y0 = a0 / s, y1 = a1 / s;
+        y0 = y0 > 448.0f ? 448.0f : (y0 < -448.0f ? -448.0f : y0);
+        y1 = y1 > 448.0f ? 448.0f : (y1 < -448.0f ? -448.0f : y1);
+        if (ok) {
+            v[l] = f_mul(round_e4m3(y0), s);
+            v[l + 32] = f_mul(round_e4m3(y1), s);
+        }
+    }
 }
 
 static int lowp_round(int64_t rows, uint32_t stride, uint32_t width, float *d_x, void *stream, int fp4) {
@@ -264,7 +301,7 @@ static int lowp_round(int64_t rows, uint32_t stride, uint32_t width, float *d_x,
     if (width % blk != 0 || width > stride)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: width %u (stride %u) is not a multiple of %u", name, width,
                              stride, blk);
-    const int64_t work = rows * (width / blk);
+    const int64_t work = rows * (width / blk) * LOWP_LANES;
     hipLaunchKernelGGL(lowp_round_kernel, dim3(blocks_for(work, ROW_THREADS)), dim3(ROW_THREADS), 0,
                        (hipStream_t)stream, rows, stride, width / blk, fp4, d_x);
     return ds4rt_gk_check(hipGetLastError(), fp4 ? "launch fp4_round" : "launch fp8_round");

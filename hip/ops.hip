@@ -325,7 +325,9 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
     return ds4rt_gk_matmul_act(&w, act, n, d_mix, stream);
 }
 
-#define GK_HC_NT 256
+/* HC pre finish: a decode has one row, so one block is the whole kernel; 1024 threads keep
+ * each thread's chain of dependent loads short (4 steps for D = 4096 instead of 16) */
+#define GK_HCF_NT 1024
 
 /* Sinkhorn of one row's N x N logits by one warp, element k = a*N + b in lane k (NN <= the
  * warp; lanes past NN mirror element 0 so every lane takes part in the shuffles): each lane
@@ -358,9 +360,10 @@ __device__ void gk_sinkhorn_warp(uint32_t N, uint32_t iters, double eps, double 
 
 /* One block per row: the Sinkhorn coefficients (float64, the CPU's sequence of operations:
  * each row or column sum in index order, the divisions elementwise) by one warp where N*N
- * fits in it (gk_sinkhorn_warp), else by the block (each sum by one thread, the divisions in
- * parallel); the weighted reduce of the N streams and the RMSNorm of the result. */
-__global__ void __launch_bounds__(GK_HC_NT)
+ * fits in it (gk_sinkhorn_warp) while the other warps form the weighted reduce of the N
+ * streams, else by the block first (each sum by one thread, the divisions in parallel); then
+ * the RMSNorm of the reduce. */
+__global__ void __launch_bounds__(GK_HCF_NT)
     gk_hc_pre_finish_kernel(uint32_t N, uint32_t D, uint32_t iters, float hc_eps, float rms_eps,
                             const float *__restrict__ mix, const float *__restrict__ scale,
                             const float *__restrict__ base, const float *__restrict__ norm, const float *__restrict__ X,
@@ -368,7 +371,7 @@ __global__ void __launch_bounds__(GK_HC_NT)
     __shared__ double c[16 * 16];
     __shared__ double div[16];
     __shared__ float pre[16];
-    __shared__ double sh[GK_HC_NT];
+    __shared__ double sh[GK_HCF_NT];
     const int tid = (int)threadIdx.x;
     const int64_t t = blockIdx.x;
     const float *m = mix + t * (int64_t)(2 + N) * N;
@@ -379,6 +382,7 @@ __global__ void __launch_bounds__(GK_HC_NT)
         pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m[tid] + base[tid]) + eps);
         post[t * N + tid] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[N + tid] + base[N + tid]));
     }
+    __syncthreads(); /* pre */
     if (by_warp) {
         if (tid < DS4RT_WARP) {
             const uint32_t k = (uint32_t)tid < NN ? (uint32_t)tid : 0u;
@@ -386,7 +390,6 @@ __global__ void __launch_bounds__(GK_HC_NT)
             gk_sinkhorn_warp(N, iters, eps, (double)scale[2] * m[2 * N + k] + base[2 * N + k], k, &v);
             if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)v;
         }
-        __syncthreads(); /* pre */
     } else {
         if ((uint32_t)tid < NN) c[tid] = (double)scale[2] * m[2 * N + tid] + base[2 * N + tid];
         __syncthreads();
@@ -426,19 +429,25 @@ __global__ void __launch_bounds__(GK_HC_NT)
         if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)c[tid];
     }
 
-    /* x = sum_h pre[h] X[h] (float, h in order), then RMSNorm with the weight */
+    /* x = sum_h pre[h] X[h] (float, h in order) by the threads past the Sinkhorn's warp (all
+     * of them after the block's Sinkhorn), then RMSNorm with the weight; each thread rescales
+     * the elements it formed */
+    const uint32_t first = by_warp ? DS4RT_WARP : 0, mixers = GK_HCF_NT - first;
     const float *Xt = X + t * (int64_t)N * D;
     float *x = xn + t * (int64_t)D;
     double ss = 0.0;
-    for (uint32_t j = tid; j < D; j += GK_HC_NT) {
-        float acc = 0.0f;
-        for (uint32_t h = 0; h < N; h++) acc += GK_FMUL(pre[h], Xt[(int64_t)h * D + j]);
-        x[j] = acc;
-        ss += (double)acc * (double)acc;
-    }
-    ss = gk_block_sum<GK_HC_NT>(ss, sh);
+    if ((uint32_t)tid >= first)
+        for (uint32_t j = (uint32_t)tid - first; j < D; j += mixers) {
+            float acc = 0.0f;
+            for (uint32_t h = 0; h < N; h++) acc += GK_FMUL(pre[h], Xt[(int64_t)h * D + j]);
+            x[j] = acc;
+            ss += (double)acc * (double)acc;
+        }
+    ss = gk_block_sum<GK_HCF_NT>(ss, sh);
     const float inv = (float)(1.0 / sqrt(ss / (double)D + (double)rms_eps));
-    for (uint32_t j = tid; j < D; j += GK_HC_NT) x[j] = norm != NULL ? x[j] * inv * norm[j] : x[j] * inv;
+    if ((uint32_t)tid >= first)
+        for (uint32_t j = (uint32_t)tid - first; j < D; j += mixers)
+            x[j] = norm != NULL ? x[j] * inv * norm[j] : x[j] * inv;
 }
 
 extern "C" int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_mix, const float *d_scale,
@@ -448,7 +457,7 @@ extern "C" int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, c
     if (st != DS4RT_GK_OK || n == 0) return st;
     if (!d_mix || !d_scale || !d_base || !d_X || !d_xn || !d_post || !d_comb)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre_finish: a tensor is NULL");
-    hipLaunchKernelGGL(gk_hc_pre_finish_kernel, dim3((unsigned)n), dim3(GK_HC_NT), 0, (hipStream_t)stream, dims->n_hc,
+    hipLaunchKernelGGL(gk_hc_pre_finish_kernel, dim3((unsigned)n), dim3(GK_HCF_NT), 0, (hipStream_t)stream, dims->n_hc,
                        dims->d, dims->sinkhorn_iters, dims->hc_eps, dims->rms_eps, d_mix, d_scale, d_base, d_norm, d_X,
                        d_xn, d_post, d_comb);
     return DS4RT_GK_LAUNCHED("hc_pre_finish");
