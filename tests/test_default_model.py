@@ -9,10 +9,12 @@ rounds every activation to Q8_0 (blocks of 32: about 0.4 % relative error per pr
 before a product and sums in its own order (docs/QUANTS.md). Over 16 layers that leaves about
 1 % relative L2 error in the logits (measured, docs/MODELS.md); a rounding that flips an FP4
 indexer code, an FP8 KV code or a top-k choice gives isolated rows of a few percent. Hence: median
-row error <= 3 %, every row <= 20 % (25 % for the drafter's rows, which add its own router
-choices), and greedy choices (target tokens, drafts) must agree except where PyTorch's gap
-between the two is within the row's rounding slack (TIE, or six times the row's RMS logit
-difference: tools/train/agree.py, rounding_slack).
+row error <= 3 %, every row <= 20 % (35 % for the drafter's rows, which add its own router
+choices: PyTorch's own drafter rows move by up to 31 % when its inputs are perturbed by 1 %, in
+the first drafter and the retrained one alike, docs/MODELS.md "Checks"), and greedy choices
+(target tokens, drafts) must agree except where PyTorch's gap between the two is within the
+row's rounding slack (TIE, or six times the row's RMS logit difference: tools/train/agree.py,
+rounding_slack).
 """
 
 from __future__ import annotations
@@ -51,10 +53,11 @@ def test_embedded_files_match_their_checksums():
         assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == want[name], name
 
 
-# Accepted drafts per verified cycle that any trained drafter must reach on the held-out prompts
+# Accepted drafts per verified cycle that the shipped drafter must reach on the held-out prompts
 # (48 tokens each, every cycle drafting a full block): a drafter right by chance accepts about
-# 1/V = 0.0002; the first shipped drafter reached 0.44 (docs/MODELS.md).
-MIN_ACCEPTED_PER_CYCLE = 0.3
+# 1/V = 0.0002; the first drafter reached 0.44, the retrained one (shipped now) 0.96
+# (docs/MODELS.md), so a return to the first drafter's level fails here.
+MIN_ACCEPTED_PER_CYCLE = 0.6
 
 
 def test_the_drafter_drafts_for_the_target():
@@ -65,8 +68,11 @@ def test_the_drafter_drafts_for_the_target():
     out = s.generate(prompt, max_tokens=48, dspark=d, scheduler="always", confidence_threshold=0)
     st = s.spec_stats()
     assert out.ids == m.session().generate(prompt, max_tokens=48).ids
-    # a drafter trained on the target's continuations accepts far more than chance (1/V)
-    assert st["accepted_draft"] >= st["cycles"], st
+    # a drafter trained on the target's continuations accepts far more than chance (1/V: 15
+    # drafts give 0.004). The answer is `    return n` and an EOS, 5 tokens in 2-3 cycles: too
+    # few to ask for more than one accepted draft (the first drafter accepted 2 in 2 cycles, the
+    # retrained one 1 in 3; the acceptance rate is measured on the prompts below)
+    assert st["accepted_draft"] >= 1, st
     accepted = cycles = 0
     for text in HELDOUT_PROMPTS:
         prompt = m.tokenizer.encode_chat([{"role": "user", "content": text}])
@@ -105,7 +111,7 @@ def test_ds4rt_drafts_what_pytorch_drafts():
     res = agree.drafter_check(model, d, dr, seq, range(len(prompt) - 1, len(seq) - 6, 4), TIE)
     e = np.concatenate([r["rel_err"] for r in res])
     assert all(r["ok"] for r in res), res
-    assert float(np.median(e)) <= 0.03 and e.max() <= 0.25, e
+    assert float(np.median(e)) <= 0.03 and e.max() <= 0.35, e
     assert max(r["conf_err"] for r in res) <= 0.1, res
 
 
