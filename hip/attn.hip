@@ -85,6 +85,7 @@ __device__ double block_sum_d(double v, double *sh) {
 
 __global__ void __launch_bounds__(NORM_THREADS)
     rms_norm_kernel(const float *x, const float *w, float eps, uint32_t width, float *out) {
+    GK_PDL_ENTRY();
     __shared__ double sh[NORM_THREADS];
     __shared__ float s_inv;
     const float *xr = x + (size_t)blockIdx.x * width;
@@ -171,6 +172,7 @@ __device__ __forceinline__ void rope_pair(float *v, uint32_t dim, uint32_t n_rot
  * so a decode's 64 query heads are 16 blocks instead of one block of 16 serial steps. */
 __global__ void rope_kernel(const void *pass, rope_tab t, uint32_t heads, uint32_t hpb, uint32_t dim, int sign,
                             float *x) {
+    GK_PDL_ENTRY();
     __shared__ double cs[DS4RT_GK_ROPE_MAX_PAIRS], sn[DS4RT_GK_ROPE_MAX_PAIRS];
     const uint32_t half = t.n_rot / 2, h0 = blockIdx.y * hpb;
     const uint32_t nh = heads - h0 < hpb ? heads - h0 : hpb;
@@ -268,6 +270,7 @@ __device__ void fp4_block(float *v) {
  * 14.5 us per decode call on the H200 (docs/PERFORMANCE.md). */
 #define LOWP_LANES 32
 __global__ void lowp_round_kernel(int64_t rows, uint32_t stride, uint32_t blocks_per_row, int fp4, float *x) {
+    GK_PDL_ENTRY();
     const int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / LOWP_LANES;
     const uint32_t l = threadIdx.x % LOWP_LANES;
     const bool ok = g < rows * blocks_per_row; /* no early return: every lane takes the shuffles */
@@ -335,6 +338,7 @@ __device__ void hadamard_shared(float *v, uint32_t n) {
 }
 
 __global__ void hadamard_kernel(uint32_t width, float *x) {
+    GK_PDL_ENTRY();
     __shared__ float v[DS4RT_GK_HADAMARD_MAX];
     float *row = x + (size_t)blockIdx.x * width;
     for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) v[i] = row[i];
@@ -358,6 +362,7 @@ extern "C" int ds4rt_gk_hadamard(int64_t rows, uint32_t width, float *d_x, void 
 
 __global__ void kv_store_kernel(const void *pass, int64_t n, uint32_t dim, const float *src, float *ring,
                                 uint32_t cap) {
+    GK_PDL_ENTRY();
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= n * dim) return;
     const int64_t i = e / dim, j = e % dim;
@@ -378,6 +383,7 @@ extern "C" int ds4rt_gk_kv_store(const void *d_pass, int64_t n, uint32_t dim, co
 /* ---- the streaming KV compressor ---------------------------------------------------------------- */
 
 __global__ void fill2_kernel(float *a, float va, float *b, float vb, size_t count) {
+    GK_PDL_ENTRY();
     const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= count) return;
     a[e] = va;
@@ -385,6 +391,7 @@ __global__ void fill2_kernel(float *a, float va, float *b, float vb, size_t coun
 }
 
 __global__ void copy2_kernel(float *a, const float *sa, float *b, const float *sb, size_t count) {
+    GK_PDL_ENTRY();
     const size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= count) return;
     a[e] = sa[e];
@@ -433,6 +440,7 @@ typedef struct comp_args {
  * writes the pooled value into the emitted row and shifts its columns, exactly as push() of
  * src/backend/cpu/cpu_compressor.c. */
 __global__ void comp_push_kernel(comp_args a) {
+    GK_PDL_ENTRY();
     const uint32_t j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= a.d) return;
     const int64_t pos0 = a.pass != NULL ? pass_pos0(a.pass) : a.pos0;
@@ -496,6 +504,7 @@ __global__ void comp_push_kernel(comp_args a) {
  * RoPE at the block's first position, then the post-processing; block e takes the e-th
  * position of the pass that closes a block. */
 __global__ void comp_emit_kernel(comp_args a, rope_tab t) {
+    GK_PDL_ENTRY();
     __shared__ float z[DS4RT_GK_HADAMARD_MAX];
     __shared__ double cs[DS4RT_GK_ROPE_MAX_PAIRS], sn[DS4RT_GK_ROPE_MAX_PAIRS];
     __shared__ float s_inv;
@@ -631,6 +640,7 @@ extern "C" int ds4rt_gk_comp_rollback(const ds4rt_gk_comp_desc *c, const ds4rt_g
 __global__ void index_score_kernel(const void *pass, uint32_t Hi, uint32_t di, uint32_t topk, int64_t max_comp,
                                    float wscale, const float *iq, const float *iw, const float *rows,
                                    float *scores) {
+    GK_PDL_ENTRY();
     __shared__ float q[IX_QMAX];
     __shared__ float k[IX_ROWS * 128];
     __shared__ float term[IX_ROWS * IX_HMAX];
@@ -715,6 +725,7 @@ __device__ uint32_t block_scan(uint32_t v, uint32_t *sh, uint32_t *total) {
  * order until k are taken (ds4rt_topk_indices's rule). */
 __global__ void index_topk_kernel(const void *pass, uint32_t topk, int64_t max_comp, const float *scores,
                                   int32_t *sel, int32_t *n_sel) {
+    GK_PDL_ENTRY();
     __shared__ uint32_t hist[256];
     __shared__ uint32_t scan[ROW_THREADS];
     __shared__ uint32_t s_prefix, s_remaining;
@@ -892,6 +903,7 @@ __device__ const float *key_row(const attn_args &a, const key_list &kl, int64_t 
 #define ATT_FDPT (ATT_OPT / ATT_HG)
 
 __global__ void attn_partial_kernel(attn_args a) {
+    GK_PDL_ENTRY();
     __shared__ float sq[ATT_QMAX + ATT_HG];
     __shared__ float sk[ATT_TK * ATT_KS];
     __shared__ float sdot[4 * ATT_MAX_THREADS];
@@ -1057,6 +1069,7 @@ __global__ void attn_partial_kernel(attn_args a) {
 
 /* Folds the splits of head blockIdx.x of row blockIdx.y with the sink, in split order. */
 __global__ void attn_combine_kernel(attn_args a) {
+    GK_PDL_ENTRY();
     __shared__ float sw[ATT_SPLITS];
     __shared__ float s_inv;
     const int64_t i = blockIdx.y;

@@ -18,6 +18,25 @@ int ds4rt_gk_check(hipError_t e, const char *what);
 /* After hipLaunchKernelGGL: turns a launch error into a status naming the kernel. */
 #define DS4RT_GK_LAUNCHED(name) ds4rt_gk_check(hipGetLastError(), "launch " name)
 
+/* The first statement of every kernel. Under programmatic dependent launch (NVIDIA sm_90+,
+ * hip_compat.h) a kernel can start before the one ahead of it in the stream has finished:
+ * `griddepcontrol.wait` holds it until that kernel has completed and flushed its writes (and,
+ * since that kernel waited the same way, everything before it), so nothing is read or written
+ * before the wait. `launch_dependents` then lets the next kernel be scheduled as soon as every
+ * block of this one has started, so its launch latency hides behind this kernel's tail. Both
+ * are no-ops for a kernel launched without the attribute, and absent on AMD and HIP-CPU. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#  define GK_PDL_ENTRY()                                          \
+      do {                                                        \
+          asm volatile("griddepcontrol.wait;" ::: "memory");      \
+          asm volatile("griddepcontrol.launch_dependents;" :::);  \
+      } while (0)
+#else
+#  define GK_PDL_ENTRY() \
+      do {               \
+      } while (0)
+#endif
+
 /* IEEE half bits -> float, exactly, on every platform. */
 __device__ __forceinline__ float ds4rt_gk_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 

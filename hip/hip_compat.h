@@ -116,8 +116,28 @@
 #  define hipGraphLaunch cudaGraphLaunch
 #  define hipGraphExecDestroy cudaGraphExecDestroy
 #  define hipGraphDestroy cudaGraphDestroy
+   /* Every launch goes through ds4rt_nv_launch, so that on Hopper and later each kernel may be
+    * launched with programmatic stream serialization (PDL): it is scheduled while the kernel
+    * before it drains and waits on the device, in GK_PDL_ENTRY, until that one has finished
+    * and its writes are visible (docs/GPU.md, "Programmatic dependent launch"). */
+extern int ds4rt_gk_pdl_on; /* runtime.hip: set once per process by ds4rt_gk_pdl_configure */
+template <typename... KArgs, typename... Args>
+static inline void ds4rt_nv_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t shmem,
+                                   cudaStream_t stream, Args &&...args) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = shmem;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = ds4rt_gk_pdl_on ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...); /* error: hipGetLastError */
+}
 #  define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
-       kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+       ds4rt_nv_launch(kernel, dim3(grid), dim3(block), (size_t)(shmem), (stream), __VA_ARGS__)
 #  define __shfl_xor(var, mask, width) __shfl_xor_sync(0xffffffffu, (var), (mask), (width))
 #  define __shfl(var, lane, width) __shfl_sync(0xffffffffu, (var), (lane), (width))
 #  define __shfl_down(var, delta, width) __shfl_down_sync(0xffffffffu, (var), (delta), (width))

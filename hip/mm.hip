@@ -267,6 +267,7 @@ __device__ __forceinline__ int8_t clamp_q(float v) {
 __global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict__ x, int64_t n, int64_t cols,
                                                          uint8_t *__restrict__ act, size_t stride, size_t d_off,
                                                          size_t s_off) {
+    GK_PDL_ENTRY();
     __shared__ float xs[AQ_NT];
     __shared__ float inv_d[AQ_NT / 32];
     __shared__ int32_t qs[AQ_NT];
@@ -307,6 +308,7 @@ __global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict
 #define Q8K_PER_CTA 16
 __global__ void act_q8_K_kernel(const float *__restrict__ x, int64_t n, int64_t cols, uint8_t *__restrict__ act,
                                 size_t stride, size_t d_off, size_t s_off) {
+    GK_PDL_ENTRY();
     __shared__ float s_amax[Q8K_PER_CTA * 16];
     __shared__ float s_max[Q8K_PER_CTA * 16];
     const int64_t nb = cols / 256;
@@ -359,6 +361,7 @@ __global__ void act_q8_K_kernel(const float *__restrict__ x, int64_t n, int64_t 
 /* Float pairings: the values rounded to f16 / bf16 (kept as f32), or copied. */
 __global__ void act_float_kernel(const float *__restrict__ x, int64_t n, int64_t cols, int kind,
                                  uint8_t *__restrict__ act, size_t stride) {
+    GK_PDL_ENTRY();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * cols) return;
     const int64_t t = i / cols, c = i % cols;
@@ -583,6 +586,7 @@ typedef struct {
 
 template <int TYPE, bool ALIGNED, bool EXPERTS>
 __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
+    GK_PDL_ENTRY();
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : TYPE == T_MXFP4 ? 17 : TYPE == T_Q2_K ? 84
                        : TYPE == T_Q4_K ? 144 : TYPE == T_Q5_K ? 176 : TYPE == T_Q6_K ? 210 : 66;
     /* lane rounds per staging step: about 1-1.7 KB of every row per step, so that a block keeps
@@ -686,6 +690,7 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * flight (the product is bound by that, not by arithmetic). */
 template <int TYPE, int QT_CB, int TT>
 __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
+    GK_PDL_ENTRY();
     constexpr int QT_ROWS = QT_PAIRS / QT_CB;
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : 17;
     constexpr int SPAN = ((QT_CB * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
@@ -813,6 +818,7 @@ __device__ __forceinline__ int64_t group_tokens(int64_t n, int64_t t0, int tt) {
 
 template <int TYPE, int TT, bool VEC, bool EXPERTS>
 __global__ void __launch_bounds__(FQ * FRG * FGROUPS) mm_f_kernel(mm_args a, int64_t cols) {
+    GK_PDL_ENTRY();
     __shared__ float part[TT][FROWS][33]; /* the 32 lanes of each (token, row); 33 against bank conflicts */
     const int q = threadIdx.x % FQ, rg = threadIdx.x / FQ, g = threadIdx.y;
     const int64_t rowb = (int64_t)blockIdx.x * FROWS, row0 = rowb + rg * FRT;
@@ -929,6 +935,7 @@ __device__ __forceinline__ void unpack16(uint4 p, float *v) {
 
 template <int TYPE, int TT, bool EXPERTS>
 __global__ void __launch_bounds__(VX * FGROUPS) mm_fv_kernel(mm_args a, int64_t cols) {
+    GK_PDL_ENTRY();
     constexpr int L = TYPE == T_F32 ? 4 : 8;       /* lanes per thread */
     constexpr int TPR = 32 / L;                     /* threads per row */
     constexpr int VR = VX / TPR;                    /* rows per block */
@@ -1053,6 +1060,7 @@ __device__ __forceinline__ void unpack_store(uint4 p, float *dst) {
 
 template <int TYPE>
 __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
+    GK_PDL_ENTRY();
     constexpr int ES = TYPE == T_F32 ? 4 : 2;      /* weight element bytes */
     constexpr int EW = 16 / ES;                     /* elements per 16-byte weight word */
     constexpr int WL = FS_CE / EW / FS_NT;          /* weight loads per thread and step */
@@ -1201,6 +1209,7 @@ __device__ __forceinline__ void dequant_block(const uint8_t *blk, float *y, int6
 template <int TYPE>
 __global__ void get_rows_kernel(const uint8_t *__restrict__ w, uint64_t row_bytes, int64_t rows, int64_t cols,
                                 const int32_t *__restrict__ ids, int64_t n, int64_t copies, float *__restrict__ out) {
+    GK_PDL_ENTRY();
     constexpr int BE = TYPE == T_F32 || TYPE == T_F16 || TYPE == T_BF16 ? 1
                        : (TYPE == T_Q8_0 || TYPE == T_Q4_0 || TYPE == T_MXFP4) ? 32 : 256;
     constexpr int BB = TYPE == T_F32 ? 4 : TYPE == T_F16 || TYPE == T_BF16 ? 2 : TYPE == T_Q8_0 ? 34

@@ -151,6 +151,7 @@ __device__ __forceinline__ float gk_reduce32(const float *a) {
  * a float is exact in float64; only the order of the sum differs from the CPU's). */
 __global__ void __launch_bounds__(GK_RMS_NT) gk_rms_inv_kernel(const float *__restrict__ X, int64_t width, float eps,
                                                                 float *__restrict__ inv) {
+    GK_PDL_ENTRY();
     __shared__ double sh[GK_RMS_NT];
     const float *x = X + (int64_t)blockIdx.x * width;
     double ss = 0.0;
@@ -174,6 +175,7 @@ template <unsigned T>
 __global__ void __launch_bounds__(GK_MM_NT)
     gk_float_rows_kernel(const uint8_t *__restrict__ w, uint64_t row_bytes, int64_t cols, const float *__restrict__ x,
                          const float *__restrict__ inv, int64_t n, int64_t rows, float *__restrict__ y) {
+    GK_PDL_ENTRY();
     __shared__ float wsh[GK_MM_CHUNK];
     __shared__ float lanes[GK_MM_TOK][32];
     const int tid = (int)threadIdx.x, s = tid / 32, l = tid % 32;
@@ -289,6 +291,7 @@ static int gk_hc_check(const ds4rt_gk_hc_dims *dims, int64_t n, const char *who)
 template <unsigned T>
 __global__ void gk_hc_act_kernel(const float *__restrict__ X, const float *__restrict__ inv, int64_t n, int64_t width,
                                  uint8_t *__restrict__ act, size_t stride) {
+    GK_PDL_ENTRY();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * width) return;
     const int64_t t = i / width, c = i % width;
@@ -368,6 +371,7 @@ __global__ void __launch_bounds__(GK_HCF_NT)
                             const float *__restrict__ mix, const float *__restrict__ scale,
                             const float *__restrict__ base, const float *__restrict__ norm, const float *__restrict__ X,
                             float *__restrict__ xn, float *__restrict__ post, float *__restrict__ comb) {
+    GK_PDL_ENTRY();
     __shared__ double c[16 * 16];
     __shared__ double div[16];
     __shared__ float pre[16];
@@ -487,6 +491,7 @@ extern "C" int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
 __global__ void __launch_bounds__(GK_EW_NT)
     gk_hc_post_kernel(uint32_t N, uint32_t D, int64_t n, const float *__restrict__ X, const float *__restrict__ f,
                       const float *__restrict__ post, const float *__restrict__ comb, float *__restrict__ Xo) {
+    GK_PDL_ENTRY();
     const int64_t g = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x;
     if (g >= n * (int64_t)D) return;
     const int64_t t = g / D, k = g % D;
@@ -523,6 +528,7 @@ __global__ void __launch_bounds__(GK_EW_NT)
     gk_hc_head_finish_kernel(uint32_t N, uint32_t D, float hc_eps, const float *__restrict__ mix,
                              const float *__restrict__ scale, const float *__restrict__ base,
                              const float *__restrict__ X, float *__restrict__ y) {
+    GK_PDL_ENTRY();
     __shared__ float wts[16];
     const int64_t t = blockIdx.y;
     const int tid = (int)threadIdx.x;
@@ -571,6 +577,7 @@ extern "C" int ds4rt_gk_hc_head(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_
 __global__ void __launch_bounds__(GK_EW_NT) gk_capture_kernel(uint32_t N, uint32_t D, int64_t n,
                                                                const float *__restrict__ X, float *__restrict__ dst,
                                                                uint64_t stride) {
+    GK_PDL_ENTRY();
     const int64_t g = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x;
     if (g >= n * (int64_t)D) return;
     const int64_t t = g / D, j = g % D;
@@ -596,6 +603,7 @@ extern "C" int ds4rt_gk_capture(uint32_t n_hc, uint32_t d, int64_t n, const floa
  * (larger value, then lower index), which is order-independent, so the result is the CPU's. */
 __global__ void __launch_bounds__(GK_ARGMAX_NT)
     gk_argmax_kernel(uint32_t width, const float *__restrict__ x, int32_t *__restrict__ ids) {
+    GK_PDL_ENTRY();
     __shared__ float bv[GK_ARGMAX_NT];
     __shared__ uint32_t bi[GK_ARGMAX_NT];
     const int tid = (int)threadIdx.x;
@@ -642,6 +650,7 @@ extern "C" int ds4rt_gk_argmax(int64_t rows, uint32_t width, const float *d_x, i
 __global__ void __launch_bounds__(GK_ARGMAX_NT)
     gk_argmax_part_kernel(uint32_t width, const float *__restrict__ x, float *__restrict__ pv,
                           uint32_t *__restrict__ pi) {
+    GK_PDL_ENTRY();
     __shared__ float bv[GK_ARGMAX_NT];
     __shared__ uint32_t bi[GK_ARGMAX_NT];
     const int tid = (int)threadIdx.x;
@@ -681,6 +690,7 @@ __global__ void __launch_bounds__(GK_ARGMAX_NT)
 __global__ void __launch_bounds__(GK_ARGMAX_NT)
     gk_argmax_merge_kernel(uint32_t parts, const float *__restrict__ pv, const uint32_t *__restrict__ pi,
                            int32_t *__restrict__ ids) {
+    GK_PDL_ENTRY();
     __shared__ float bv[GK_ARGMAX_NT];
     __shared__ uint32_t bi[GK_ARGMAX_NT];
     const int tid = (int)threadIdx.x;
@@ -742,6 +752,7 @@ extern "C" int ds4rt_gk_argmax_split(int64_t rows, uint32_t width, const float *
 
 __global__ void __launch_bounds__(GK_EW_NT) gk_add_kernel(int64_t count, const float *__restrict__ a,
                                                            const float *__restrict__ b, float *__restrict__ o) {
+    GK_PDL_ENTRY();
     for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < count; i += (int64_t)gridDim.x * GK_EW_NT)
         o[i] = a[i] + b[i];
 }
@@ -762,6 +773,7 @@ extern "C" int ds4rt_gk_add(int64_t count, const float *d_a, const float *d_b, f
 
 __global__ void __launch_bounds__(GK_EW_NT) gk_nonfinite_kernel(int64_t count, const float *__restrict__ x,
                                                                  int32_t *__restrict__ out) {
+    GK_PDL_ENTRY();
     __shared__ int32_t sh[GK_EW_NT];
     int32_t bad = 0;
     for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < count; i += (int64_t)gridDim.x * GK_EW_NT)
@@ -782,6 +794,7 @@ extern "C" int ds4rt_gk_nonfinite(int64_t count, const float *d_x, int32_t *d_ou
 __global__ void __launch_bounds__(GK_EW_NT)
     gk_confidence_kernel(uint32_t d, uint32_t r, const float *__restrict__ p, const float *__restrict__ h,
                          const float *__restrict__ s, float *__restrict__ out) {
+    GK_PDL_ENTRY();
     __shared__ double sh[GK_EW_NT];
     double acc = 0.0;
     for (uint32_t i = threadIdx.x; i < d; i += GK_EW_NT) acc += (double)p[i] * (double)h[i];
@@ -817,6 +830,7 @@ __global__ void __launch_bounds__(GK_ROUTE_NT)
     gk_route_kernel(uint32_t E, uint32_t k, int norm_on, float scale, const float *__restrict__ logits,
                     const float *__restrict__ bias, const int32_t *__restrict__ tid2eid,
                     const int32_t *__restrict__ tokens, int32_t *__restrict__ ids, float *__restrict__ wout) {
+    GK_PDL_ENTRY();
     __shared__ float p[GK_ROUTE_MAX_E];
     __shared__ float key[GK_ROUTE_MAX_E];
     __shared__ int32_t sel[GK_ROUTE_MAX_K];
@@ -874,6 +888,7 @@ extern "C" int ds4rt_gk_moe_route(const ds4rt_gk_moe_dims *dims, int64_t n, cons
 __global__ void __launch_bounds__(GK_EW_NT)
     gk_swiglu_kernel(int64_t rows, uint32_t width, const float *__restrict__ g, uint64_t gs, const float *__restrict__ u,
                      uint64_t us, float c, const float *__restrict__ wt, float *h, uint64_t hs) {
+    GK_PDL_ENTRY();
     const int64_t total = rows * (int64_t)width;
     for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < total; i += (int64_t)gridDim.x * GK_EW_NT) {
         const int64_t r = i / width, j = i % width;
@@ -899,6 +914,7 @@ extern "C" int ds4rt_gk_swiglu(int64_t rows, uint32_t width, const float *d_g, u
 __global__ void __launch_bounds__(GK_EW_NT) gk_combine_kernel(int64_t n, uint32_t k, uint32_t d,
                                                                const float *__restrict__ y,
                                                                const float *__restrict__ sh, float *__restrict__ f) {
+    GK_PDL_ENTRY();
     const int64_t total = n * (int64_t)d;
     for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < total; i += (int64_t)gridDim.x * GK_EW_NT) {
         const int64_t t = i / d, j = i % d;
@@ -972,6 +988,7 @@ __global__ void __launch_bounds__(GK_SAMPLE_NT)
     gk_sample_kernel(float temperature, int32_t top_k, float top_p, float min_p, uint64_t seed, uint32_t V,
                      const float *__restrict__ x, const uint64_t *__restrict__ counter, float *__restrict__ probs,
                      int32_t *__restrict__ ids) {
+    GK_PDL_ENTRY();
     __shared__ double shd[GK_SAMPLE_NT];
     __shared__ float shf[GK_SAMPLE_NT];
     __shared__ uint32_t shu[GK_SAMPLE_NT + 1];

@@ -11,6 +11,7 @@
 
 __global__ void q8_0_to_f16_kernel(const uint8_t *__restrict__ blocks, size_t n_blocks,
                                    __half *__restrict__ out) {
+    GK_PDL_ENTRY();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     size_t b = i / Q8_0_BLOCK;
     if (b >= n_blocks) return;

@@ -5,6 +5,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gk_internal.h"
 
@@ -180,6 +181,28 @@ extern "C" void ds4rt_gk_host_unview(const void *h_ptr) {
     if (h_ptr != NULL) (void)hipHostUnregister((void *)h_ptr);
 #endif
 }
+
+#if !defined(DS4RT_HIP_CPU) && !defined(__HIP_PLATFORM_AMD__) && !defined(__HIPCC__)
+int ds4rt_gk_pdl_on = 0;
+
+extern "C" int ds4rt_gk_pdl_configure(int device) {
+    /* one decision per process (the first device opened decides; a thread-safe static): a
+     * kernel captured into a graph keeps the launch attribute it was captured with */
+    static const int decided = [device] {
+        const char *env = getenv("DS4RT_GPU_PDL");
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) major = 0;
+        ds4rt_gk_pdl_on = (env == NULL || env[0] != '0') && major >= 9;
+        return ds4rt_gk_pdl_on;
+    }();
+    return decided;
+}
+#else
+extern "C" int ds4rt_gk_pdl_configure(int device) {
+    (void)device;
+    return 0;
+}
+#endif
 
 #if DS4RT_HAVE_GRAPHS
 extern "C" int ds4rt_gk_graphs_supported(void) { return 1; }

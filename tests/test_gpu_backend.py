@@ -313,7 +313,7 @@ def test_support_model_changes_neither_cache_nor_logits(qu):
     }
 
 
-# ---- graphs (DS4RT_GPU_GRAPHS=1; CUDA and HIP, not HIP-CPU) ----------------------------------
+# ---- graphs (on by default; DS4RT_GPU_GRAPHS=0 turns them off; not HIP-CPU) ----------------------
 
 GRAPH_RUN = """
 import json, sys
@@ -332,28 +332,48 @@ np.save(sys.argv[4], np.concatenate(rows))
 """
 
 
+def _run_passes(qu, tmp_path, name, **env_vars):
+    """GRAPH_RUN's logits in a fresh process (graphs and PDL are decided per process/context)."""
+    import json
+    import os
+    import sys
+
+    path = tmp_path / f"{name}.npy"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            GRAPH_RUN,
+            str(qu.target),
+            GPU["name"],
+            json.dumps(ids(40, 11)),
+            str(path),
+        ],
+        env=dict(os.environ, **env_vars),
+        cwd=tmp_path,  # the installed ds4rt, not the source tree's
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    return np.load(path)
+
+
 @needs_every_op
 @pytest.mark.skipif("gpu=hipcpu" in ds4rt.build_info(), reason="HIP-CPU has no graphs")
 def test_captured_graphs_replay_bitwise(qu, tmp_path):
     """Decode and verify passes replayed from captured graphs give bitwise the logits of the
     plain passes, across positions (compressor emissions, window wrap) and rollbacks."""
-    import json
-    import os
-    import sys
+    plain = _run_passes(qu, tmp_path, "g0", DS4RT_GPU_GRAPHS="0")
+    assert np.array_equal(plain, _run_passes(qu, tmp_path, "g1", DS4RT_GPU_GRAPHS="1"))
 
-    toks = json.dumps(ids(40, 11))
-    out = {}
+
+@needs_every_op
+def test_programmatic_dependent_launch_is_bitwise(qu, tmp_path):
+    """Kernels launched with programmatic dependent launch (on by default where the device has
+    it: docs/GPU.md) give bitwise the logits of plainly serialised launches, with and without
+    graphs: a kernel that touched memory before its predecessor finished would show here."""
+    want = _run_passes(qu, tmp_path, "p0", DS4RT_GPU_PDL="0", DS4RT_GPU_GRAPHS="0")
     for graphs in ("0", "1"):
-        env = dict(os.environ, DS4RT_GPU_GRAPHS=graphs)
-        path = tmp_path / f"g{graphs}.npy"
-        r = subprocess.run(
-            [sys.executable, "-c", GRAPH_RUN, str(qu.target), GPU["name"], toks, str(path)],
-            env=env,
-            cwd=tmp_path,  # the installed ds4rt, not the source tree's
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert r.returncode == 0, r.stderr
-        out[graphs] = np.load(path)
-    assert np.array_equal(out["0"], out["1"])
+        got = _run_passes(qu, tmp_path, f"p1g{graphs}", DS4RT_GPU_PDL="1", DS4RT_GPU_GRAPHS=graphs)
+        assert np.array_equal(want, got), graphs

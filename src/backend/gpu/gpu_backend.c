@@ -96,6 +96,7 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
     if (device < 0 || device >= n)
         return ds4rt_fail(DS4RT_ERR_BACKEND, "GPU device %d does not exist (%d visible)", device, n);
     GK(ds4rt_gk_set_device(device), "select device");
+    (void)ds4rt_gk_pdl_configure(device); /* before the first launch (docs/GPU.md) */
     ds4rt_backend *be = calloc(1, sizeof *be);
     gpu_impl *g = calloc(1, sizeof *g);
     if (be == NULL || g == NULL) {
