@@ -192,7 +192,7 @@ extern "C" int ds4rt_gk_pdl_configure(int device) {
         const char *env = getenv("DS4RT_GPU_PDL");
         int major = 0;
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) major = 0;
-        ds4rt_gk_pdl_on = (env == NULL || env[0] != '0') && major >= 9;
+        ds4rt_gk_pdl_on = env != NULL && env[0] == '1' && major >= 9;
         return ds4rt_gk_pdl_on;
     }();
     return decided;

@@ -370,7 +370,7 @@ def test_captured_graphs_replay_bitwise(qu, tmp_path):
 
 @needs_every_op
 def test_programmatic_dependent_launch_is_bitwise(qu, tmp_path):
-    """Kernels launched with programmatic dependent launch (on by default where the device has
+    """Kernels launched with programmatic dependent launch (DS4RT_GPU_PDL=1 where the device has
     it: docs/GPU.md) give bitwise the logits of plainly serialised launches, with and without
     graphs: a kernel that touched memory before its predecessor finished would show here."""
     want = _run_passes(qu, tmp_path, "p0", DS4RT_GPU_PDL="0", DS4RT_GPU_GRAPHS="0")
