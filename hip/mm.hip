@@ -714,34 +714,81 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
         for (int k = tid; k < 256; k += QS_NT) grid_s[k] = ds4rt_iq2xxs_grid[k];
         for (int k = tid; k < 128; k += QS_NT) signs_s[k] = ds4rt_ksigns[k];
     }
+    /* item it of thread tid is pair tid / SUB + it * (QS_NT / SUB) of the step: block p (the same
+     * for every item, since QS_NT / SUB is a multiple of CB) of row rb + it * RS */
+    constexpr int RS = QS_NT / SUB / CB;
+    static_assert(RS * CB * SUB == QS_NT && RS * IT == QS_R, "rows of a thread's items");
+    const int p = (tid / SUB) % CB, rb = tid / (SUB * CB);
     const int lr = tid / QLANES, lc = tid % QLANES;
     float acc = 0.0f;
     for (int64_t b0 = 0; b0 < a.nb; b0 += CB) {
         const int nblk = a.nb - b0 < CB ? (int)(a.nb - b0) : CB;
+        const bool pl = p < nblk;
+        const int64_t b = b0 + p;
+        const int8_t *x = (const int8_t *)arow + b * 256;
+        /* every load of the step first (weights of the IT rows, the activations of (b, sub)),
+         * then the arithmetic: the loads of a thread are all in flight together */
+        constexpr int WV = TYPE == T_IQ2_XXS ? 3 : 6;
+        uint32_t wv[IT][WV];
+        UNROLL
+        for (int it = 0; it < IT; it++) {
+            const int r = rb + it * RS;
+            const uint8_t *blk = w + (uint64_t)r * a.row_bytes + (uint64_t)b * BB;
+            if (pl && r < nrows) {
+                if constexpr (TYPE == T_IQ2_XXS) {
+                    const uint16_t *h = (const uint16_t *)(const void *)(blk + 2 + 8 * sub); /* 2-aligned */
+                    wv[it][0] = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+                    wv[it][1] = (uint32_t)h[2] | ((uint32_t)h[3] << 16);
+                    wv[it][2] = sub == 0 ? rd16(blk) : 0u;
+                } else {
+                    const int n = sub / 8, half = sub % 2;
+                    const uint32_t *qw = (const uint32_t *)(const void *)(blk + 16 + 32 * n + 16 * half); /* 4-aligned */
+                    UNROLL
+                    for (int k = 0; k < 4; k++) wv[it][k] = qw[k];
+                    wv[it][4] = blk[sub];
+                    wv[it][5] = sub == 0 ? *(const uint32_t *)(const void *)(blk + 80) : 0u; /* d, dmin */
+                }
+            } else {
+                UNROLL
+                for (int k = 0; k < WV; k++) wv[it][k] = 0u;
+            }
+        }
+        int xv[TYPE == T_IQ2_XXS ? 8 : 4];
+        int bsv = 0;
+        float xd = 0.0f;
+        if (pl) {
+            xd = xds[b];
+            if constexpr (TYPE == T_IQ2_XXS) {
+                const int4 x0 = *(const int4 *)(const void *)(x + 32 * sub);
+                const int4 x1 = *(const int4 *)(const void *)(x + 32 * sub + 16);
+                xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w;
+                xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
+            } else {
+                const int4 xq = *(const int4 *)(const void *)(x + 16 * sub);
+                xv[0] = xq.x, xv[1] = xq.y, xv[2] = xq.z, xv[3] = xq.w;
+                bsv = ((const int16_t *)(const void *)(arow + a.s_off))[b * 16 + sub];
+            }
+        } else {
+            UNROLL
+            for (int k = 0; k < (TYPE == T_IQ2_XXS ? 8 : 4); k++) xv[k] = 0;
+        }
         __syncthreads(); /* the tables are in place; the previous step's terms are consumed */
         UNROLL
         for (int it = 0; it < IT; it++) {
-            const int pair = (tid + it * QS_NT) / SUB, p = pair % CB, r = pair / CB;
-            const bool live = r < nrows && p < nblk;
-            const int64_t b = b0 + p;
-            const uint8_t *blk = w + (uint64_t)r * a.row_bytes + (uint64_t)b * BB;
-            const int8_t *x = (const int8_t *)arow + b * 256;
+            const int r = rb + it * RS;
+            const bool live = pl && r < nrows; /* uniform over the SUB threads of the item */
             int A = 0, B = 0;
             if (live) {
                 if constexpr (TYPE == T_IQ2_XXS) {
-                    const uint16_t *h = (const uint16_t *)(const void *)(blk + 2 + 8 * sub); /* 2-aligned */
-                    const uint32_t q01 = h[0], q23 = h[1], aux = (uint32_t)h[2] | ((uint32_t)h[3] << 16);
-                    const int4 x0 = *(const int4 *)(const void *)(x + 32 * sub);
-                    const int4 x1 = *(const int4 *)(const void *)(x + 32 * sub + 16);
-                    const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-                    const uint32_t qi[4] = {q01 & 0xffu, q01 >> 8, q23 & 0xffu, q23 >> 8};
+                    const uint32_t qi = wv[it][0], aux = wv[it][1];
                     int is = 0;
                     UNROLL
                     for (int g = 0; g < 4; g++) {
-                        const uint64_t grid = grid_s[qi[g]];
+                        const uint64_t grid = grid_s[(qi >> (8 * g)) & 0xffu];
                         const uint32_t signs = signs_s[(aux >> (7 * g)) & 127];
                         UNROLL
                         for (int hh = 0; hh < 2; hh++) {
+                            /* magnitudes are 8..43, so -m as a byte is (m ^ 0xff) + 1 without carries */
                             const uint32_t neg = spread4(signs >> (4 * hh));
                             const uint32_t m = (uint32_t)(grid >> (32 * hh));
                             is += dot4((int)((m ^ (neg * 0xffu)) + neg), xv[2 * g + hh]);
@@ -749,17 +796,13 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
                     }
                     A = (int)(2 * (aux >> 28) + 1) * is;
                 } else { /* Q2_K group g = sub: 16 elements at 16 g of x, 2-bit quants of qs[32n + 16half ..] */
-                    const int n = sub / 8, jj = (sub % 8) / 2, half = sub % 2;
-                    const uint32_t *qw = (const uint32_t *)(const void *)(blk + 16 + 32 * n + 16 * half); /* 4-aligned */
-                    const int4 xq = *(const int4 *)(const void *)(x + 16 * sub);
-                    const int xv[4] = {xq.x, xq.y, xq.z, xq.w};
-                    int s = 0;
+                    const int jj = (sub % 8) / 2;
+                    int sm = 0;
                     UNROLL
-                    for (int k = 0; k < 4; k++) s += dot4((int)((qw[k] >> (2 * jj)) & 0x03030303u), xv[k]);
-                    const int sc = blk[sub];
-                    const int16_t bs = ((const int16_t *)(const void *)(arow + a.s_off))[b * 16 + sub];
-                    A = (sc & 15) * s;
-                    B = (sc >> 4) * (int)bs;
+                    for (int k = 0; k < 4; k++) sm += dot4((int)((wv[it][k] >> (2 * jj)) & 0x03030303u), xv[k]);
+                    const int sc = (int)wv[it][4];
+                    A = (sc & 15) * sm;
+                    B = (sc >> 4) * bsv;
                 }
             }
             UNROLL
@@ -768,18 +811,17 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
                 if constexpr (TYPE == T_Q2_K) B += __shfl_xor(B, o, DS4RT_WARP);
             }
             if (live && sub == 0) {
-                const float xd = xds[b];
                 if constexpr (TYPE == T_IQ2_XXS) {
-                    terms[r][p] = fmul(fmul(fmul(h2f(rd16(blk)), xd), (float)A), 0.125f);
+                    terms[r][p] = fmul(fmul(fmul(h2f(wv[it][2]), xd), (float)A), 0.125f);
                 } else {
-                    const float dx = fmul(h2f(rd16(blk + 80)), xd), mx = fmul(h2f(rd16(blk + 82)), xd);
+                    const float dx = fmul(h2f(wv[it][5] & 0xffffu), xd), mx = fmul(h2f(wv[it][5] >> 16), xd);
                     terms[r][p] = fsub(fmul(dx, (float)A), fmul(mx, (float)B));
                 }
             }
         }
         __syncthreads();
         if (tid < QS_R * QLANES && lr < nrows) /* lane lc of row lr: blocks lc, lc + 8, ... in order */
-            for (int p = lc; p < nblk; p += QLANES) acc = fadd(acc, terms[lr][p]);
+            for (int q = lc; q < nblk; q += QLANES) acc = fadd(acc, terms[lr][q]);
     }
     if (tid < QS_R * QLANES) lanes[lr][lc] = acc;
     __syncthreads();
@@ -1146,14 +1188,13 @@ __global__ void __launch_bounds__(VX * FGROUPS) mm_fv_kernel(mm_args a, int64_t 
 /* ---------------- float products of a few tokens: one row per block, staged ----------------
  * For decode and verify the kernels above give each thread whole rows, so a matrix of a few
  * hundred rows (the router, the compressors, the HC mixes) keeps only a few KB of loads in
- * flight and reads at tens of GB/s. Here a block of FS_NT threads owns one weight row and up to
+ * flight and reads at tens of GB/s. Here a block of FS_NT (128 or 256) threads owns one weight row and up to
  * FS_TT_MAX tokens. Step by step (CE columns), all of its threads stage the chunk of the row,
  * converted to f32, and the tokens' activations of those columns in shared memory; the next
  * step's loads are issued before the current one is used. Then warp g runs the 32 lane chains of
  * token g in the CPU's order (lane c % 32, in column order), reading both operands from shared
  * memory, so a chain costs a shared load pair and a multiply-add per element. */
 typedef void (*mmf_kernel_fn_fwd)(mm_args, int64_t);
-#define FS_NT 256
 #define FS_MAX_N 32          /* launch_mm takes this kernel up to here */
 #define FS_TT_MAX 4          /* tokens per grid row at most (one warp each) */
 
@@ -1175,13 +1216,13 @@ __device__ __forceinline__ void unpack_store(uint4 p, float *dst) {
  * load of the row in flight at once); TT = 2, 4 stage 2048 (static shared memory stays under
  * 48 KB). The arithmetic of a token does not depend on TT or CE: lane l of token t adds
  * w[l + 32 j] x[l + 32 j] in increasing j, the lanes summed by the 32-lane tree. */
-template <int TYPE, int TT, int CE>
+template <int TYPE, int TT, int CE, int FS_NT>
 __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
     constexpr int ES = TYPE == T_F32 ? 4 : 2;      /* weight element bytes */
     constexpr int EW = 16 / ES;                     /* elements per 16-byte weight word */
     constexpr int WL = CE / EW / FS_NT;             /* weight loads per thread and step */
     constexpr int XL = CE / 4 / FS_NT;              /* 16-byte activation loads per thread, token and step */
-    static_assert(WL >= 1 && XL >= 1 && TT <= FS_NT / DS4RT_WARP, "step layout");
+    static_assert(WL >= 1 && XL >= 1 && TT <= FS_NT / 32, "step layout: one group of 32 lane threads per token");
     __shared__ float wf[CE];
     __shared__ float xs[TT][CE];
     __shared__ float lanes[TT][33];
@@ -1244,9 +1285,19 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
     }
 }
 
+/* Rows of at most 1024 columns (the indexer's query projection: 8192 x 1024) take one step of
+ * 1024 columns with 128 threads, so a row's thread block holds no idle threads and more blocks
+ * fit on an SM. */
 template <int TYPE>
-static mmf_kernel_fn_fwd pick_fs_t(int tt) {
-    return tt == 1 ? mm_fs_kernel<TYPE, 1, 4096> : tt == 2 ? mm_fs_kernel<TYPE, 2, 2048> : mm_fs_kernel<TYPE, 4, 2048>;
+static mmf_kernel_fn_fwd pick_fs_t(int tt, int64_t cols, int *nt) {
+    if (cols <= 1024) {
+        *nt = 128;
+        return tt == 1 ? mm_fs_kernel<TYPE, 1, 1024, 128> : tt == 2 ? mm_fs_kernel<TYPE, 2, 1024, 128>
+                                                                    : mm_fs_kernel<TYPE, 4, 1024, 128>;
+    }
+    *nt = 256;
+    return tt == 1 ? mm_fs_kernel<TYPE, 1, 4096, 256> : tt == 2 ? mm_fs_kernel<TYPE, 2, 2048, 256>
+                                                                : mm_fs_kernel<TYPE, 4, 2048, 256>;
 }
 
 /* ---------------- row gathers (dequant.c, operation for operation) ---------------- */
@@ -1555,9 +1606,11 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (vec && !EXPERTS && nn <= FS_MAX_N) { /* a few tokens: one staged row per block (mm_fs_kernel) */
             const int fs_tt = nn == 1 ? 1 : nn == 2 ? 2 : FS_TT_MAX;
             const dim3 grid((unsigned)w->rows, (unsigned)((nn + fs_tt - 1) / fs_tt));
-            mmf_kernel_fn k = w->type == T_F32 ? pick_fs_t<T_F32>(fs_tt) : w->type == T_F16 ? pick_fs_t<T_F16>(fs_tt)
-                                                                                              : pick_fs_t<T_BF16>(fs_tt);
-            hipLaunchKernelGGL(k, grid, dim3(FS_NT), 0, s, a, w->cols);
+            int fs_nt = 0;
+            mmf_kernel_fn k = w->type == T_F32   ? pick_fs_t<T_F32>(fs_tt, w->cols, &fs_nt)
+                              : w->type == T_F16 ? pick_fs_t<T_F16>(fs_tt, w->cols, &fs_nt)
+                                                 : pick_fs_t<T_BF16>(fs_tt, w->cols, &fs_nt);
+            hipLaunchKernelGGL(k, grid, dim3((unsigned)fs_nt), 0, s, a, w->cols);
         } else if (vec) { /* 16-byte weight loads, one row per thread (mm_fv_kernel) */
             const int64_t vr = VX / (w->type == T_F32 ? 8 : 4);
             const dim3 grid((unsigned)((w->rows + vr - 1) / vr), (unsigned)gy);
