@@ -681,8 +681,9 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * memory and lane thread (row, c) adds blocks c, c + 8, ... in increasing order, as the CPU.
  * The IQ2_XXS grid and sign tables are copied into shared memory per thread block (the lanes
  * index them at random: shared memory serves a warp in a few cycles, L1 in up to 32 lines).
- * Taken for expert stacks on 16-byte aligned rows (launch_mm); other K-quant shapes and
- * unaligned rows keep mm_q_kernel. */
+ * Taken for IQ2_XXS expert stacks on 16-byte aligned rows (launch_mm); the Q2_K form is written
+ * but not selected (measured no faster, see launch_mm); other types and unaligned rows keep
+ * mm_q_kernel. */
 #define QS_NT 256
 #define QS_R 16
 
@@ -1579,12 +1580,14 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
                          (!EXPERTS || (a.expert_stride & 15) == 0);
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
         launch_qt(w, a, n_grid_rows, 1, s);
-    } else if (EXPERTS && aligned && (w->type == T_IQ2_XXS || w->type == T_Q2_K)) { /* split block terms */
+    } else if (EXPERTS && aligned && w->type == T_IQ2_XXS) {
+        /* split block terms (mm_qs_kernel). Q2_K is not taken here: its mm_qs_kernel<Q2_K> measured
+         * no faster at n = 1 (106 against 105 us a decode) and slower at n = 8 (733 against 642) on
+         * the H200, 2026-12-03, so its expert stacks keep mm_q_kernel (docs/PERFORMANCE.md) */
         a.nb = w->cols / block_elems(w->type);
         if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
         const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows);
-        mm_kernel_fn k = w->type == T_IQ2_XXS ? mm_qs_kernel<T_IQ2_XXS> : mm_qs_kernel<T_Q2_K>;
-        hipLaunchKernelGGL(k, grid, dim3(QS_NT), 0, s, a);
+        hipLaunchKernelGGL(mm_qs_kernel<T_IQ2_XXS>, grid, dim3(QS_NT), 0, s, a);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;
