@@ -260,102 +260,103 @@ __device__ __forceinline__ int8_t clamp_q(float v) {
 }
 
 /* A thread block of AQ_NT threads takes AQ_NT / 32 consecutive 32-element blocks, one element
- * per thread: the loads and the int8 stores are coalesced, and the two serial steps of the CPU's
- * loop (the first maximum of |x|, the sum of the block's int8 values) are done by the block's
- * first thread over shared memory, in the CPU's order. */
+ * per thread: the loads and the int8 stores are coalesced. The CPU's two serial steps, the
+ * maximum of |x| (NaN never compares greater, so it is skipped) and the sum of the block's int8
+ * values, have results that do not depend on their order (a maximum; an integer sum), so the 32
+ * threads of a block form them by xor shuffles over 32 lanes (a Q8_0 block is 32 elements, a
+ * warp holds whole blocks on every target) instead of one thread walking shared memory. */
 #define AQ_NT 256
+static_assert(DS4RT_WARP % 32 == 0, "a warp holds whole 32-element blocks");
 __global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict__ x, int64_t n, int64_t cols,
                                                          uint8_t *__restrict__ act, size_t stride, size_t d_off,
                                                          size_t s_off) {
     GK_PDL_ENTRY();
-    __shared__ float xs[AQ_NT];
-    __shared__ float inv_d[AQ_NT / 32];
-    __shared__ int32_t qs[AQ_NT];
     const int64_t nb = cols / 32;
     const int k = (int)threadIdx.x % 32, sb = (int)threadIdx.x / 32;
     const int64_t i = (int64_t)blockIdx.x * (AQ_NT / 32) + sb; /* the 32-element block of x */
-    const bool live = i < n * nb;
+    const bool live = i < n * nb;                             /* uniform over the 32 threads */
     const int64_t t = live ? i / nb : 0, b = live ? i % nb : 0;
     uint8_t *row = act + (size_t)t * stride;
     const float v = live ? x[i * 32 + k] : 0.0f; /* rows of x are contiguous: block i at 32 i */
-    xs[threadIdx.x] = v;
-    __syncthreads();
-    if (k == 0 && live) {
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++) {
-            const float ax = fabsf(xs[sb * 32 + j]);
-            if (ax > amax) amax = ax;
-        }
-        const float db = fdiv(amax, 127.0f);
-        inv_d[sb] = db != 0.0f ? fdiv(1.0f, db) : 0.0f;
-        ((float *)(void *)(row + d_off))[b] = db;
+    float amax = fabsf(v);
+    amax = amax > 0.0f ? amax : 0.0f; /* NaN -> 0: the CPU's `ax > amax` never takes it */
+    UNROLL
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m = __shfl_xor(amax, o, 32);
+        amax = m > amax ? m : amax;
     }
-    __syncthreads();
-    const int8_t q = live ? clamp_q(fmul(v, inv_d[sb])) : (int8_t)0;
-    if (live) ((int8_t *)row)[b * 32 + k] = q;
-    qs[threadIdx.x] = q;
-    __syncthreads();
-    if (k == 0 && live) {
-        int32_t s = 0;
-        for (int j = 0; j < 32; j++) s += qs[sb * 32 + j];
-        ((int32_t *)(void *)(row + s_off))[b] = s;
+    const float db = fdiv(amax, 127.0f);
+    const float inv_d = db != 0.0f ? fdiv(1.0f, db) : 0.0f;
+    const int8_t q = live ? clamp_q(fmul(v, inv_d)) : (int8_t)0;
+    int32_t s = q;
+    UNROLL
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor(s, o, 32);
+    if (live) {
+        ((int8_t *)row)[b * 32 + k] = q;
+        if (k == 0) {
+            ((float *)(void *)(row + d_off))[b] = db;
+            ((int32_t *)(void *)(row + s_off))[b] = s;
+        }
     }
 }
 
-/* 16 threads per 256-element block, one per group of 16: the group's first maximum of |x| is
- * found locally and the groups are combined in order with the same strict comparison, which
- * picks the CPU's element (the first of largest |x|; NaN never compares greater). */
-#define Q8K_PER_CTA 16
-__global__ void act_q8_K_kernel(const float *__restrict__ x, int64_t n, int64_t cols, uint8_t *__restrict__ act,
-                                size_t stride, size_t d_off, size_t s_off) {
+/* One thread block of 256 threads per 256-element block, one element per thread. The CPU takes
+ * the first element of largest |x| (strict `>` from 0, so NaN and zeros never win): the threads
+ * find it by a reduction over (|x|, index) pairs that prefers the larger |x| and, on ties, the
+ * lower index (a total order, so any tree gives the CPU's element); the group sums of 16 int8
+ * values are integer sums over 16 lanes. */
+#define Q8K_NT 256
+__global__ void __launch_bounds__(Q8K_NT) act_q8_K_kernel(const float *__restrict__ x, int64_t n, int64_t cols,
+                                                          uint8_t *__restrict__ act, size_t stride, size_t d_off,
+                                                          size_t s_off) {
     GK_PDL_ENTRY();
-    __shared__ float s_amax[Q8K_PER_CTA * 16];
-    __shared__ float s_max[Q8K_PER_CTA * 16];
-    const int64_t nb = cols / 256;
-    const int sb = threadIdx.x / 16, g = threadIdx.x % 16;
-    const int64_t i = (int64_t)blockIdx.x * Q8K_PER_CTA + sb;
-    const bool live = i < n * nb;
-    const int64_t t = live ? i / nb : 0, b = live ? i % nb : 0;
-    const float *xg = x + t * cols + b * 256 + g * 16;
-    float amax = 0.0f, mx = 0.0f;
-    if (live)
-        for (int k = 0; k < 16; k++) {
-            const float ax = fabsf(xg[k]);
-            if (ax > amax) {
-                amax = ax;
-                mx = xg[k];
-            }
+    constexpr int NW = Q8K_NT / DS4RT_WARP;
+    __shared__ float s_a[NW];
+    __shared__ int s_i[NW];
+    __shared__ float s_x[Q8K_NT];
+    const int64_t nb = cols / 256, i = blockIdx.x;
+    const int64_t t = i / nb, b = i % nb;
+    const int e = (int)threadIdx.x, wl = e % DS4RT_WARP, wi = e / DS4RT_WARP;
+    (void)n;
+    const float xv = x[t * cols + b * 256 + e];
+    s_x[e] = xv;
+    float am = fabsf(xv);
+    am = am > 0.0f ? am : 0.0f; /* NaN -> 0: never taken */
+    int ai = e;
+    UNROLL
+    for (int o = DS4RT_WARP / 2; o > 0; o >>= 1) {
+        const float m = __shfl_xor(am, o, DS4RT_WARP);
+        const int mi = __shfl_xor(ai, o, DS4RT_WARP);
+        if (m > am || (m == am && mi < ai)) {
+            am = m;
+            ai = mi;
         }
-    s_amax[threadIdx.x] = amax;
-    s_max[threadIdx.x] = mx;
+    }
+    if (wl == 0) {
+        s_a[wi] = am;
+        s_i[wi] = ai;
+    }
     __syncthreads();
-    if (!live) return;
-    amax = 0.0f;
-    mx = 0.0f;
-    for (int k = 0; k < 16; k++) {
-        const float a = s_amax[sb * 16 + k];
-        if (a > amax) {
-            amax = a;
-            mx = s_max[sb * 16 + k];
+    float amax = s_a[0];
+    int imax = s_i[0];
+    for (int k = 1; k < NW; k++) /* warps in index order: a tie keeps the earlier warp's element */
+        if (s_a[k] > amax) {
+            amax = s_a[k];
+            imax = s_i[k];
         }
-    }
     uint8_t *row = act + (size_t)t * stride;
-    int8_t *q = (int8_t *)row + b * 256 + g * 16;
-    int16_t *bs = (int16_t *)(void *)(row + s_off) + b * 16 + g;
-    if (amax == 0.0f) {
-        for (int k = 0; k < 16; k++) q[k] = 0;
-        *bs = 0;
-        if (g == 0) ((float *)(void *)(row + d_off))[b] = 0.0f;
-        return;
+    int q = 0;
+    float iscale = 0.0f;
+    if (amax != 0.0f) {
+        iscale = fdiv(-127.0f, s_x[imax]);
+        q = clamp_q(fmul(iscale, xv));
     }
-    const float iscale = fdiv(-127.0f, mx);
-    int s = 0;
-    for (int k = 0; k < 16; k++) {
-        q[k] = clamp_q(fmul(iscale, xg[k]));
-        s += q[k];
-    }
-    *bs = (int16_t)s;
-    if (g == 0) ((float *)(void *)(row + d_off))[b] = fdiv(1.0f, iscale);
+    int gs = q;
+    UNROLL
+    for (int o = 8; o > 0; o >>= 1) gs += __shfl_xor(gs, o, 16);
+    ((int8_t *)row)[b * 256 + e] = (int8_t)q;
+    if (e % 16 == 0) ((int16_t *)(void *)(row + s_off))[b * 16 + e / 16] = (int16_t)gs;
+    if (e == 0) ((float *)(void *)(row + d_off))[b] = amax != 0.0f ? fdiv(1.0f, iscale) : 0.0f;
 }
 
 /* Float pairings: the values rounded to f16 / bf16 (kept as f32), or copied. */
@@ -669,6 +670,168 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
             for (int k = 0; k < QLANES; k++) l[k] = acc[r * QLANES + k][t];
             a.y[(y_row + t) * a.rows + row0 + r] = reduce8(l);
         }
+}
+
+/* ---------------- expert stacks of IQ2_XXS and Q2_K: block terms split over threads ----------------
+ * In mm_q_kernel one lane thread evaluates a whole 256-element block term (IQ2_XXS: 32 grid
+ * lookups; Q2_K: 64 dp4a over activations read from L1 with 8 distinct lines per warp
+ * instruction), so an expert slot of 2048 x 4096 is 256 blocks of 64 threads that spend their
+ * time in L1 wavefronts, not in DRAM (444 / 630 GB/s on the H200). A block term is exact integer
+ * sums plus one f32 formula, so here SUB threads form one term: thread `sub` takes IQ2_XXS
+ * sub-block `sub` (8 of 32 elements) or Q2_K group `sub` (16 of 16 elements), the integer
+ * partials are summed over the SUB threads by xor shuffles (exact in any order), and thread 0 of
+ * the SUB evaluates the CPU's f32 formula. A thread block takes QS_R rows; each step covers
+ * QS_CB blocks of every row (QS_R x QS_CB x SUB = 8 items per thread), the terms go to shared
+ * memory and lane thread (row, c) adds blocks c, c + 8, ... in increasing order, as the CPU.
+ * The IQ2_XXS grid and sign tables are copied into shared memory per thread block (the lanes
+ * index them at random: shared memory serves a warp in a few cycles, L1 in up to 32 lines).
+ * Taken for IQ2_XXS expert stacks on 16-byte aligned rows (launch_mm); the Q2_K form is written
+ * but not selected (measured no faster, see launch_mm); other types and unaligned rows keep
+ * mm_q_kernel. */
+#define QS_NT 256
+#define QS_R 16
+
+template <int TYPE>
+__global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
+    GK_PDL_ENTRY();
+    constexpr int SUB = TYPE == T_IQ2_XXS ? 8 : 16;   /* threads per block term */
+    constexpr int BB = TYPE == T_IQ2_XXS ? 66 : 84;   /* block bytes */
+    constexpr int CB = TYPE == T_IQ2_XXS ? 16 : 8;    /* blocks per row and step */
+    constexpr int IT = QS_R * CB * SUB / QS_NT;       /* items per thread and step */
+    static_assert(IT * QS_NT == QS_R * CB * SUB && QS_NT % SUB == 0 && SUB <= DS4RT_WARP, "item layout");
+    static_assert(QS_R * QLANES <= QS_NT, "lane threads");
+    __shared__ float terms[QS_R][CB];
+    __shared__ float lanes[QS_R][QLANES];
+    __shared__ uint64_t grid_s[TYPE == T_IQ2_XXS ? 256 : 1];
+    __shared__ uint8_t signs_s[TYPE == T_IQ2_XXS ? 128 : 1];
+    const int tid = (int)threadIdx.x, sub = tid % SUB;
+    const int64_t row0 = (int64_t)blockIdx.x * QS_R;
+    const int nrows = a.rows - row0 < QS_R ? (int)(a.rows - row0) : QS_R;
+    const int64_t j = blockIdx.y;
+    const int32_t e = a.ids[j];
+    if (e < 0 || (uint32_t)e >= a.n_experts) { /* uniform over the block */
+        if (tid < nrows) a.y[j * a.rows + row0 + tid] = bits_f32(0x7fc00000u);
+        return;
+    }
+    const uint8_t *w = a.w + (uint64_t)e * a.expert_stride + (uint64_t)row0 * a.row_bytes;
+    const uint8_t *arow = a.act + (size_t)(j / a.x_div) * a.stride;
+    const float *xds = (const float *)(const void *)(arow + a.d_off);
+    if constexpr (TYPE == T_IQ2_XXS) {
+        for (int k = tid; k < 256; k += QS_NT) grid_s[k] = ds4rt_iq2xxs_grid[k];
+        for (int k = tid; k < 128; k += QS_NT) signs_s[k] = ds4rt_ksigns[k];
+    }
+    /* item it of thread tid is pair tid / SUB + it * (QS_NT / SUB) of the step: block p (the same
+     * for every item, since QS_NT / SUB is a multiple of CB) of row rb + it * RS */
+    constexpr int RS = QS_NT / SUB / CB;
+    static_assert(RS * CB * SUB == QS_NT && RS * IT == QS_R, "rows of a thread's items");
+    const int p = (tid / SUB) % CB, rb = tid / (SUB * CB);
+    const int lr = tid / QLANES, lc = tid % QLANES;
+    float acc = 0.0f;
+    for (int64_t b0 = 0; b0 < a.nb; b0 += CB) {
+        const int nblk = a.nb - b0 < CB ? (int)(a.nb - b0) : CB;
+        const bool pl = p < nblk;
+        const int64_t b = b0 + p;
+        const int8_t *x = (const int8_t *)arow + b * 256;
+        /* every load of the step first (weights of the IT rows, the activations of (b, sub)),
+         * then the arithmetic: the loads of a thread are all in flight together */
+        constexpr int WV = TYPE == T_IQ2_XXS ? 3 : 6;
+        uint32_t wv[IT][WV];
+        UNROLL
+        for (int it = 0; it < IT; it++) {
+            const int r = rb + it * RS;
+            const uint8_t *blk = w + (uint64_t)r * a.row_bytes + (uint64_t)b * BB;
+            if (pl && r < nrows) {
+                if constexpr (TYPE == T_IQ2_XXS) {
+                    const uint16_t *h = (const uint16_t *)(const void *)(blk + 2 + 8 * sub); /* 2-aligned */
+                    wv[it][0] = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+                    wv[it][1] = (uint32_t)h[2] | ((uint32_t)h[3] << 16);
+                    wv[it][2] = sub == 0 ? rd16(blk) : 0u;
+                } else {
+                    const int n = sub / 8, half = sub % 2;
+                    const uint32_t *qw = (const uint32_t *)(const void *)(blk + 16 + 32 * n + 16 * half); /* 4-aligned */
+                    UNROLL
+                    for (int k = 0; k < 4; k++) wv[it][k] = qw[k];
+                    wv[it][4] = blk[sub];
+                    wv[it][5] = sub == 0 ? *(const uint32_t *)(const void *)(blk + 80) : 0u; /* d, dmin */
+                }
+            } else {
+                UNROLL
+                for (int k = 0; k < WV; k++) wv[it][k] = 0u;
+            }
+        }
+        int xv[TYPE == T_IQ2_XXS ? 8 : 4];
+        int bsv = 0;
+        float xd = 0.0f;
+        if (pl) {
+            xd = xds[b];
+            if constexpr (TYPE == T_IQ2_XXS) {
+                const int4 x0 = *(const int4 *)(const void *)(x + 32 * sub);
+                const int4 x1 = *(const int4 *)(const void *)(x + 32 * sub + 16);
+                xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w;
+                xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
+            } else {
+                const int4 xq = *(const int4 *)(const void *)(x + 16 * sub);
+                xv[0] = xq.x, xv[1] = xq.y, xv[2] = xq.z, xv[3] = xq.w;
+                bsv = ((const int16_t *)(const void *)(arow + a.s_off))[b * 16 + sub];
+            }
+        } else {
+            UNROLL
+            for (int k = 0; k < (TYPE == T_IQ2_XXS ? 8 : 4); k++) xv[k] = 0;
+        }
+        __syncthreads(); /* the tables are in place; the previous step's terms are consumed */
+        UNROLL
+        for (int it = 0; it < IT; it++) {
+            const int r = rb + it * RS;
+            const bool live = pl && r < nrows; /* uniform over the SUB threads of the item */
+            int A = 0, B = 0;
+            if (live) {
+                if constexpr (TYPE == T_IQ2_XXS) {
+                    const uint32_t qi = wv[it][0], aux = wv[it][1];
+                    int is = 0;
+                    UNROLL
+                    for (int g = 0; g < 4; g++) {
+                        const uint64_t grid = grid_s[(qi >> (8 * g)) & 0xffu];
+                        const uint32_t signs = signs_s[(aux >> (7 * g)) & 127];
+                        UNROLL
+                        for (int hh = 0; hh < 2; hh++) {
+                            /* magnitudes are 8..43, so -m as a byte is (m ^ 0xff) + 1 without carries */
+                            const uint32_t neg = spread4(signs >> (4 * hh));
+                            const uint32_t m = (uint32_t)(grid >> (32 * hh));
+                            is += dot4((int)((m ^ (neg * 0xffu)) + neg), xv[2 * g + hh]);
+                        }
+                    }
+                    A = (int)(2 * (aux >> 28) + 1) * is;
+                } else { /* Q2_K group g = sub: 16 elements at 16 g of x, 2-bit quants of qs[32n + 16half ..] */
+                    const int jj = (sub % 8) / 2;
+                    int sm = 0;
+                    UNROLL
+                    for (int k = 0; k < 4; k++) sm += dot4((int)((wv[it][k] >> (2 * jj)) & 0x03030303u), xv[k]);
+                    const int sc = (int)wv[it][4];
+                    A = (sc & 15) * sm;
+                    B = (sc >> 4) * bsv;
+                }
+            }
+            UNROLL
+            for (int o = SUB / 2; o > 0; o >>= 1) { /* exact integer sums over the SUB threads */
+                A += __shfl_xor(A, o, DS4RT_WARP);
+                if constexpr (TYPE == T_Q2_K) B += __shfl_xor(B, o, DS4RT_WARP);
+            }
+            if (live && sub == 0) {
+                if constexpr (TYPE == T_IQ2_XXS) {
+                    terms[r][p] = fmul(fmul(fmul(h2f(wv[it][2]), xd), (float)A), 0.125f);
+                } else {
+                    const float dx = fmul(h2f(wv[it][5] & 0xffffu), xd), mx = fmul(h2f(wv[it][5] >> 16), xd);
+                    terms[r][p] = fsub(fmul(dx, (float)A), fmul(mx, (float)B));
+                }
+            }
+        }
+        __syncthreads();
+        if (tid < QS_R * QLANES && lr < nrows) /* lane lc of row lr: blocks lc, lc + 8, ... in order */
+            for (int q = lc; q < nblk; q += QLANES) acc = fadd(acc, terms[lr][q]);
+    }
+    if (tid < QS_R * QLANES) lanes[lr][lc] = acc;
+    __syncthreads();
+    if (tid < nrows) a.y[j * a.rows + row0 + tid] = reduce8(lanes[tid]);
 }
 
 /* ---------------- 32-element quantised products of a few tokens ----------------
@@ -1034,17 +1197,15 @@ __global__ void __launch_bounds__(VX * FGROUPS) mm_fv_kernel(mm_args a, int64_t 
 /* ---------------- float products of a few tokens: one row per block, staged ----------------
  * For decode and verify the kernels above give each thread whole rows, so a matrix of a few
  * hundred rows (the router, the compressors, the HC mixes) keeps only a few KB of loads in
- * flight and reads at tens of GB/s. Here a block of FS_NT threads owns one weight row and up to
- * FS_TOK tokens. Step by step (FS_CE columns), all of its threads stage the chunk of the row,
+ * flight and reads at tens of GB/s. Here a block of FS_NT (128 or 256) threads owns one weight row and up to
+ * FS_TT_MAX tokens. Step by step (CE columns), all of its threads stage the chunk of the row,
  * converted to f32, and the tokens' activations of those columns in shared memory; the next
  * step's loads are issued before the current one is used. Then warp g runs the 32 lane chains of
  * token g in the CPU's order (lane c % 32, in column order), reading both operands from shared
  * memory, so a chain costs a shared load pair and a multiply-add per element. */
-#define FS_NT 128
-#define FS_TOK (FS_NT / 32)  /* tokens per grid row: one warp each */
+typedef void (*mmf_kernel_fn_fwd)(mm_args, int64_t);
 #define FS_MAX_N 32          /* launch_mm takes this kernel up to here */
-#define FS_CE 2048           /* columns per step */
-#define FS_XL (FS_CE / 4 / FS_NT) /* 16-byte activation loads per thread, token and step */
+#define FS_TT_MAX 4          /* tokens per grid row at most (one warp each) */
 
 template <int TYPE>
 __device__ __forceinline__ void unpack_store(uint4 p, float *dst) {
@@ -1058,22 +1219,30 @@ __device__ __forceinline__ void unpack_store(uint4 p, float *dst) {
     }
 }
 
-template <int TYPE>
+/* TT tokens per grid row (1, 2 or 4: the shared activation buffer is sized by it) and CE columns
+ * per step: a decode (TT = 1) stages 4096 columns a step, so the 16384 columns of the HC mix
+ * take 4 dependent steps instead of 8 and a 4096-column row is one step of 256 threads (every
+ * load of the row in flight at once); TT = 2, 4 stage 2048 (static shared memory stays under
+ * 48 KB). The arithmetic of a token does not depend on TT or CE: lane l of token t adds
+ * w[l + 32 j] x[l + 32 j] in increasing j, the lanes summed by the 32-lane tree. */
+template <int TYPE, int TT, int CE, int FS_NT>
 __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
     GK_PDL_ENTRY();
     constexpr int ES = TYPE == T_F32 ? 4 : 2;      /* weight element bytes */
     constexpr int EW = 16 / ES;                     /* elements per 16-byte weight word */
-    constexpr int WL = FS_CE / EW / FS_NT;          /* weight loads per thread and step */
-    __shared__ float wf[FS_CE];
-    __shared__ float xs[FS_TOK][FS_CE];
-    __shared__ float lanes[FS_TOK][33];
+    constexpr int WL = CE / EW / FS_NT;             /* weight loads per thread and step */
+    constexpr int XL = CE / 4 / FS_NT;              /* 16-byte activation loads per thread, token and step */
+    static_assert(WL >= 1 && XL >= 1 && TT <= FS_NT / 32, "step layout: one group of 32 lane threads per token");
+    __shared__ float wf[CE];
+    __shared__ float xs[TT][CE];
+    __shared__ float lanes[TT][33];
     const int tid = (int)threadIdx.x, l = tid % 32, g = tid / 32;
-    const int64_t r = blockIdx.x, tb = (int64_t)blockIdx.y * FS_TOK;
-    const int nt = a.n - tb < FS_TOK ? (int)(a.n - tb) : FS_TOK;
+    const int64_t r = blockIdx.x, tb = (int64_t)blockIdx.y * TT;
+    const int nt = a.n - tb < TT ? (int)(a.n - tb) : TT;
     const uint8_t *wr = a.w + (uint64_t)r * a.row_bytes;
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     uint4 wp[WL];
-    float4 xp[FS_TOK][FS_XL];
+    float4 xp[TT][XL];
     /* element offsets of this thread's words within a step: weights k * FS_NT + tid words of
      * EW elements, activations (k * FS_NT + tid) * 4 */
     auto issue = [&](int64_t e0) {
@@ -1083,11 +1252,11 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
             wp[k] = e < cols ? *(const uint4 *)(const void *)(wr + e * ES) : zero;
         }
         UNROLL
-        for (int t = 0; t < FS_TOK; t++)
+        for (int t = 0; t < TT; t++)
             if (t < nt) {
                 const float *xr = (const float *)(const void *)(a.act + (size_t)(tb + t) * a.stride);
                 UNROLL
-                for (int k = 0; k < FS_XL; k++) {
+                for (int k = 0; k < XL; k++) {
                     const int64_t e = e0 + (int64_t)(k * FS_NT + tid) * 4;
                     xp[t][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
                 }
@@ -1095,22 +1264,22 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
     };
     issue(0);
     float acc = 0.0f;
-    for (int64_t e0 = 0; e0 < cols; e0 += FS_CE) {
+    for (int64_t e0 = 0; e0 < cols; e0 += CE) {
         __syncthreads(); /* the previous step is consumed */
         UNROLL
         for (int k = 0; k < WL; k++) unpack_store<TYPE>(wp[k], &wf[(k * FS_NT + tid) * EW]);
         UNROLL
-        for (int t = 0; t < FS_TOK; t++)
+        for (int t = 0; t < TT; t++)
             if (t < nt)
                 UNROLL
-                for (int k = 0; k < FS_XL; k++) *(float4 *)(void *)&xs[t][(k * FS_NT + tid) * 4] = xp[t][k];
+                for (int k = 0; k < XL; k++) *(float4 *)(void *)&xs[t][(k * FS_NT + tid) * 4] = xp[t][k];
         __syncthreads();
-        if (e0 + FS_CE < cols) issue(e0 + FS_CE);
+        if (e0 + CE < cols) issue(e0 + CE);
         if (g < nt) { /* uniform over the warp */
-            const int nj = (int)((cols - e0 < FS_CE ? cols - e0 : FS_CE) / 32);
-            if (nj == FS_CE / 32) {
+            const int nj = (int)((cols - e0 < CE ? cols - e0 : CE) / 32);
+            if (nj == CE / 32) {
                 UNROLL
-                for (int j = 0; j < FS_CE / 32; j++) acc = mac<TYPE>(acc, wf[l + 32 * j], xs[g][l + 32 * j]);
+                for (int j = 0; j < CE / 32; j++) acc = mac<TYPE>(acc, wf[l + 32 * j], xs[g][l + 32 * j]);
             } else {
                 for (int j = 0; j < nj; j++) acc = mac<TYPE>(acc, wf[l + 32 * j], xs[g][l + 32 * j]);
             }
@@ -1124,6 +1293,21 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
         for (int k = 0; k < 8; k++) v[k] = fadd(fadd(lv[k], lv[k + 8]), fadd(lv[k + 16], lv[k + 24]));
         a.y[(tb + tid) * a.rows + r] = reduce8(v);
     }
+}
+
+/* Rows of at most 1024 columns (the indexer's query projection: 8192 x 1024) take one step of
+ * 1024 columns with 128 threads, so a row's thread block holds no idle threads and more blocks
+ * fit on an SM. */
+template <int TYPE>
+static mmf_kernel_fn_fwd pick_fs_t(int tt, int64_t cols, int *nt) {
+    if (cols <= 1024) {
+        *nt = 128;
+        return tt == 1 ? mm_fs_kernel<TYPE, 1, 1024, 128> : tt == 2 ? mm_fs_kernel<TYPE, 2, 1024, 128>
+                                                                    : mm_fs_kernel<TYPE, 4, 1024, 128>;
+    }
+    *nt = 256;
+    return tt == 1 ? mm_fs_kernel<TYPE, 1, 4096, 256> : tt == 2 ? mm_fs_kernel<TYPE, 2, 2048, 256>
+                                                                : mm_fs_kernel<TYPE, 4, 2048, 256>;
 }
 
 /* ---------------- row gathers (dequant.c, operation for operation) ---------------- */
@@ -1288,8 +1472,8 @@ extern "C" int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, 
     }
     if (kind == A_Q8_K) {
         const int64_t items = n * (cols / 256);
-        hipLaunchKernelGGL(act_q8_K_kernel, dim3((unsigned)((items + Q8K_PER_CTA - 1) / Q8K_PER_CTA)),
-                           dim3(Q8K_PER_CTA * 16), 0, s, d_x, n, cols, act, l.stride, l.d_off, l.s_off);
+        hipLaunchKernelGGL(act_q8_K_kernel, dim3((unsigned)items), dim3(Q8K_NT), 0, s, d_x, n, cols, act, l.stride,
+                           l.d_off, l.s_off);
         return DS4RT_GK_LAUNCHED("act_q8_K");
     }
     const int64_t items = n * cols;
@@ -1406,6 +1590,14 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
                          (!EXPERTS || (a.expert_stride & 15) == 0);
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
         launch_qt(w, a, n_grid_rows, 1, s);
+    } else if (EXPERTS && aligned && w->type == T_IQ2_XXS) {
+        /* split block terms (mm_qs_kernel). Q2_K is not taken here: its mm_qs_kernel<Q2_K> measured
+         * no faster at n = 1 (106 against 105 us a decode) and slower at n = 8 (733 against 642) on
+         * the H200, 2026-12-03, so its expert stacks keep mm_q_kernel (docs/PERFORMANCE.md) */
+        a.nb = w->cols / block_elems(w->type);
+        if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
+        const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows);
+        hipLaunchKernelGGL(mm_qs_kernel<T_IQ2_XXS>, grid, dim3(QS_NT), 0, s, a);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;
@@ -1425,10 +1617,13 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         /* as many token groups as the tokens need (the groups of a block share weight loads) */
         const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
         if (vec && !EXPERTS && nn <= FS_MAX_N) { /* a few tokens: one staged row per block (mm_fs_kernel) */
-            const dim3 grid((unsigned)w->rows, (unsigned)((nn + FS_TOK - 1) / FS_TOK));
-            mmf_kernel_fn k = w->type == T_F32 ? mm_fs_kernel<T_F32> : w->type == T_F16 ? mm_fs_kernel<T_F16>
-                                                                                            : mm_fs_kernel<T_BF16>;
-            hipLaunchKernelGGL(k, grid, dim3(FS_NT), 0, s, a, w->cols);
+            const int fs_tt = nn == 1 ? 1 : nn == 2 ? 2 : FS_TT_MAX;
+            const dim3 grid((unsigned)w->rows, (unsigned)((nn + fs_tt - 1) / fs_tt));
+            int fs_nt = 0;
+            mmf_kernel_fn k = w->type == T_F32   ? pick_fs_t<T_F32>(fs_tt, w->cols, &fs_nt)
+                              : w->type == T_F16 ? pick_fs_t<T_F16>(fs_tt, w->cols, &fs_nt)
+                                                 : pick_fs_t<T_BF16>(fs_tt, w->cols, &fs_nt);
+            hipLaunchKernelGGL(k, grid, dim3((unsigned)fs_nt), 0, s, a, w->cols);
         } else if (vec) { /* 16-byte weight loads, one row per thread (mm_fv_kernel) */
             const int64_t vr = VX / (w->type == T_F32 ? 8 : 4);
             const dim3 grid((unsigned)((w->rows + vr - 1) / vr), (unsigned)gy);
