@@ -677,24 +677,27 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * lookups; Q2_K: 64 dp4a over activations read from L1 with 8 distinct lines per warp
  * instruction), so an expert slot of 2048 x 4096 is 256 blocks of 64 threads that spend their
  * time in L1 wavefronts, not in DRAM (444 / 630 GB/s on the H200). A block term is exact integer
- * sums plus one f32 formula, so here SUB threads form one term: thread `sub` takes IQ2_XXS
- * sub-block `sub` (8 of 32 elements) or Q2_K group `sub` (16 of 16 elements), the integer
- * partials are summed over the SUB threads by xor shuffles (exact in any order), and thread 0 of
- * the SUB evaluates the CPU's f32 formula. A thread block takes QS_R rows; each step covers
- * QS_CB blocks of every row (QS_R x QS_CB x SUB = 8 items per thread), the terms go to shared
- * memory and lane thread (row, c) adds blocks c, c + 8, ... in increasing order, as the CPU.
- * The IQ2_XXS grid and sign tables are copied into shared memory per thread block (the lanes
- * index them at random: shared memory serves a warp in a few cycles, L1 in up to 32 lines).
- * Taken for IQ2_XXS expert stacks on 16-byte aligned rows (launch_mm); the Q2_K form is written
- * but not selected (measured no faster, see launch_mm); other types and unaligned rows keep
- * mm_q_kernel. */
+ * sums plus one f32 formula, so here SUB threads form one term: IQ2_XXS thread `sub` (of 2)
+ * takes sub-blocks 4 sub .. 4 sub + 3 (128 elements); Q2_K thread `sub` (of 4) takes the 16
+ * quant bytes qs[32 n + 16 half ..] (n = sub / 2, half = sub % 2) with their four 2-bit planes,
+ * i.e. groups 8 n + 2 j + half, j = 0..3. The integer partials are summed over the SUB threads
+ * by xor shuffles (exact in any order), and thread 0 of the SUB evaluates the CPU's f32 formula.
+ * A thread block takes QS_R rows; each step covers CB blocks of every row (QS_R x CB x SUB = 4
+ * items per thread: one block column p for all of them, so a thread reads its activations once
+ * per step); every weight load of a step is issued before the arithmetic. The terms go to shared
+ * memory and lane thread (row, c) adds blocks c, c + 8, ... in increasing order, as the CPU. The
+ * IQ2_XXS grid and sign tables are copied into shared memory per thread block (the lanes index
+ * them at random: shared memory serves a warp in a few cycles, L1 in up to 32 lines).
+ * Taken for expert stacks on 16-byte aligned rows (launch_mm); other K-quant shapes and
+ * unaligned rows keep mm_q_kernel. (A first version with 8 / 16 threads per term was bound by
+ * instruction issue: ~190 instructions per 8 weight bytes, 637 GB/s, Nsight Compute 2026-12-03.) */
 #define QS_NT 256
-#define QS_R 16
+#define QS_R 32
 
 template <int TYPE>
 __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     GK_PDL_ENTRY();
-    constexpr int SUB = TYPE == T_IQ2_XXS ? 8 : 16;   /* threads per block term */
+    constexpr int SUB = TYPE == T_IQ2_XXS ? 2 : 4;    /* threads per block term */
     constexpr int BB = TYPE == T_IQ2_XXS ? 66 : 84;   /* block bytes */
     constexpr int CB = TYPE == T_IQ2_XXS ? 16 : 8;    /* blocks per row and step */
     constexpr int IT = QS_R * CB * SUB / QS_NT;       /* items per thread and step */
@@ -726,6 +729,8 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     static_assert(RS * CB * SUB == QS_NT && RS * IT == QS_R, "rows of a thread's items");
     const int p = (tid / SUB) % CB, rb = tid / (SUB * CB);
     const int lr = tid / QLANES, lc = tid % QLANES;
+    constexpr int WV = TYPE == T_IQ2_XXS ? 9 : 9;  /* weight words of an item */
+    constexpr int XV = TYPE == T_IQ2_XXS ? 32 : 16; /* activation words of a thread */
     float acc = 0.0f;
     for (int64_t b0 = 0; b0 < a.nb; b0 += CB) {
         const int nblk = a.nb - b0 < CB ? (int)(a.nb - b0) : CB;
@@ -734,49 +739,55 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
         const int8_t *x = (const int8_t *)arow + b * 256;
         /* every load of the step first (weights of the IT rows, the activations of (b, sub)),
          * then the arithmetic: the loads of a thread are all in flight together */
-        constexpr int WV = TYPE == T_IQ2_XXS ? 3 : 6;
         uint32_t wv[IT][WV];
         UNROLL
         for (int it = 0; it < IT; it++) {
             const int r = rb + it * RS;
             const uint8_t *blk = w + (uint64_t)r * a.row_bytes + (uint64_t)b * BB;
             if (pl && r < nrows) {
-                if constexpr (TYPE == T_IQ2_XXS) {
-                    const uint16_t *h = (const uint16_t *)(const void *)(blk + 2 + 8 * sub); /* 2-aligned */
-                    wv[it][0] = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
-                    wv[it][1] = (uint32_t)h[2] | ((uint32_t)h[3] << 16);
-                    wv[it][2] = sub == 0 ? rd16(blk) : 0u;
+                if constexpr (TYPE == T_IQ2_XXS) { /* sub-blocks 4 sub + k: 4 grid indices, the sign/scale word */
+                    const uint16_t *h = (const uint16_t *)(const void *)(blk + 2 + 32 * sub); /* 2-aligned */
+                    UNROLL
+                    for (int k = 0; k < 8; k++) wv[it][k] = (uint32_t)h[2 * k] | ((uint32_t)h[2 * k + 1] << 16);
+                    wv[it][8] = sub == 0 ? rd16(blk) : 0u;
                 } else {
-                    const int n = sub / 8, half = sub % 2;
+                    const int n = sub / 2, half = sub % 2;
                     const uint32_t *qw = (const uint32_t *)(const void *)(blk + 16 + 32 * n + 16 * half); /* 4-aligned */
                     UNROLL
                     for (int k = 0; k < 4; k++) wv[it][k] = qw[k];
-                    wv[it][4] = blk[sub];
-                    wv[it][5] = sub == 0 ? *(const uint32_t *)(const void *)(blk + 80) : 0u; /* d, dmin */
+                    UNROLL
+                    for (int jj = 0; jj < 4; jj++) wv[it][4 + jj] = blk[8 * n + 2 * jj + half]; /* scale of group g */
+                    wv[it][8] = sub == 0 ? *(const uint32_t *)(const void *)(blk + 80) : 0u; /* d, dmin */
                 }
             } else {
                 UNROLL
                 for (int k = 0; k < WV; k++) wv[it][k] = 0u;
             }
         }
-        int xv[TYPE == T_IQ2_XXS ? 8 : 4];
-        int bsv = 0;
+        int xv[XV];
+        int bsv[4] = {0, 0, 0, 0};
         float xd = 0.0f;
+        UNROLL
+        for (int k = 0; k < XV; k++) xv[k] = 0;
         if (pl) {
             xd = xds[b];
-            if constexpr (TYPE == T_IQ2_XXS) {
-                const int4 x0 = *(const int4 *)(const void *)(x + 32 * sub);
-                const int4 x1 = *(const int4 *)(const void *)(x + 32 * sub + 16);
-                xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w;
-                xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
-            } else {
-                const int4 xq = *(const int4 *)(const void *)(x + 16 * sub);
-                xv[0] = xq.x, xv[1] = xq.y, xv[2] = xq.z, xv[3] = xq.w;
-                bsv = ((const int16_t *)(const void *)(arow + a.s_off))[b * 16 + sub];
+            if constexpr (TYPE == T_IQ2_XXS) { /* elements 128 sub .. 128 sub + 127 */
+                UNROLL
+                for (int k = 0; k < 8; k++) {
+                    const int4 q4 = *(const int4 *)(const void *)(x + 128 * sub + 16 * k);
+                    xv[4 * k] = q4.x, xv[4 * k + 1] = q4.y, xv[4 * k + 2] = q4.z, xv[4 * k + 3] = q4.w;
+                }
+            } else { /* group g = 8 n + 2 jj + half: 16 elements at 16 g */
+                const int n = sub / 2, half = sub % 2;
+                const int16_t *bs = (const int16_t *)(const void *)(arow + a.s_off) + b * 16;
+                UNROLL
+                for (int jj = 0; jj < 4; jj++) {
+                    const int g = 8 * n + 2 * jj + half;
+                    const int4 q4 = *(const int4 *)(const void *)(x + 16 * g);
+                    xv[4 * jj] = q4.x, xv[4 * jj + 1] = q4.y, xv[4 * jj + 2] = q4.z, xv[4 * jj + 3] = q4.w;
+                    bsv[jj] = bs[g];
+                }
             }
-        } else {
-            UNROLL
-            for (int k = 0; k < (TYPE == T_IQ2_XXS ? 8 : 4); k++) xv[k] = 0;
         }
         __syncthreads(); /* the tables are in place; the previous step's terms are consumed */
         UNROLL
@@ -786,29 +797,35 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
             int A = 0, B = 0;
             if (live) {
                 if constexpr (TYPE == T_IQ2_XXS) {
-                    const uint32_t qi = wv[it][0], aux = wv[it][1];
-                    int is = 0;
                     UNROLL
-                    for (int g = 0; g < 4; g++) {
-                        const uint64_t grid = grid_s[(qi >> (8 * g)) & 0xffu];
-                        const uint32_t signs = signs_s[(aux >> (7 * g)) & 127];
+                    for (int k = 0; k < 4; k++) {
+                        const uint32_t qi = wv[it][2 * k], aux = wv[it][2 * k + 1];
+                        int is = 0;
                         UNROLL
-                        for (int hh = 0; hh < 2; hh++) {
-                            /* magnitudes are 8..43, so -m as a byte is (m ^ 0xff) + 1 without carries */
-                            const uint32_t neg = spread4(signs >> (4 * hh));
-                            const uint32_t m = (uint32_t)(grid >> (32 * hh));
-                            is += dot4((int)((m ^ (neg * 0xffu)) + neg), xv[2 * g + hh]);
+                        for (int g = 0; g < 4; g++) {
+                            const uint64_t grid = grid_s[(qi >> (8 * g)) & 0xffu];
+                            const uint32_t signs = signs_s[(aux >> (7 * g)) & 127];
+                            UNROLL
+                            for (int hh = 0; hh < 2; hh++) {
+                                /* magnitudes are 8..43, so -m as a byte is (m ^ 0xff) + 1 without carries */
+                                const uint32_t neg = spread4(signs >> (4 * hh));
+                                const uint32_t m = (uint32_t)(grid >> (32 * hh));
+                                is += dot4((int)((m ^ (neg * 0xffu)) + neg), xv[8 * k + 2 * g + hh]);
+                            }
                         }
+                        A += (int)(2 * (aux >> 28) + 1) * is;
                     }
-                    A = (int)(2 * (aux >> 28) + 1) * is;
-                } else { /* Q2_K group g = sub: 16 elements at 16 g of x, 2-bit quants of qs[32n + 16half ..] */
-                    const int jj = (sub % 8) / 2;
-                    int sm = 0;
+                } else {
                     UNROLL
-                    for (int k = 0; k < 4; k++) sm += dot4((int)((wv[it][k] >> (2 * jj)) & 0x03030303u), xv[k]);
-                    const int sc = (int)wv[it][4];
-                    A = (sc & 15) * sm;
-                    B = (sc >> 4) * bsv;
+                    for (int jj = 0; jj < 4; jj++) {
+                        int sm = 0;
+                        UNROLL
+                        for (int k = 0; k < 4; k++)
+                            sm += dot4((int)((wv[it][k] >> (2 * jj)) & 0x03030303u), xv[4 * jj + k]);
+                        const int sc = (int)wv[it][4 + jj];
+                        A += (sc & 15) * sm;
+                        B += (sc >> 4) * bsv[jj];
+                    }
                 }
             }
             UNROLL
@@ -818,9 +835,9 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
             }
             if (live && sub == 0) {
                 if constexpr (TYPE == T_IQ2_XXS) {
-                    terms[r][p] = fmul(fmul(fmul(h2f(wv[it][2]), xd), (float)A), 0.125f);
+                    terms[r][p] = fmul(fmul(fmul(h2f(wv[it][8]), xd), (float)A), 0.125f);
                 } else {
-                    const float dx = fmul(h2f(wv[it][5] & 0xffffu), xd), mx = fmul(h2f(wv[it][5] >> 16), xd);
+                    const float dx = fmul(h2f(wv[it][8] & 0xffffu), xd), mx = fmul(h2f(wv[it][8] >> 16), xd);
                     terms[r][p] = fsub(fmul(dx, (float)A), fmul(mx, (float)B));
                 }
             }
