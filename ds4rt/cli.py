@@ -4,6 +4,9 @@ ds4-cli chat [options]           interactive multi-turn chat (`ds4-cli chat --he
 ds4-cli info PATH [--json [--full | --max-array N]] [--tensors]
                                  summary of a GGUF file (exit 1 with the error on a bad file)
 ds4-cli info --backends [--json] the compute backends of this build and the ops x types each runs
+ds4-cli info --memory [--ctx N] [--support S] [--json] [PATH]
+                                 memory of the model and one session of N tokens, from the header
+ds4-cli bench [options]          benchmark: passes, verify(n), DSpark modes, memory (`--help`)
 ds4-cli serve [options]          OpenAI-compatible HTTP server (the 'server' extra; docs/SERVER.md)
 ds4-cli tokenize (--model GGUF | --vocab GGUF) [TEXT | --decode IDS]
                                  text -> token ids, or ids -> text (`ds4-cli tokenize --help`)
@@ -180,6 +183,10 @@ def _info_main(argv: list[str]) -> int:
         from . import cli_backends
 
         return cli_backends.main(argv)
+    if "--memory" in argv:  # the memory plan (the header only)
+        from . import cli_memory
+
+        return cli_memory.main(argv)
     args = _build_info_parser().parse_args(argv)
     from . import gguf
 
