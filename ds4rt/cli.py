@@ -52,7 +52,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ds4-cli",
         description=__doc__.splitlines()[0],
-        epilog="subcommands: chat, serve, info PATH, tokenize (run `ds4-cli SUBCOMMAND --help`); "
+        epilog="subcommands: chat, serve, info PATH, bench, tokenize "
+        "(run `ds4-cli SUBCOMMAND --help`); "
         "ds4's DS4_DSPARK_STATS, DS4_DSPARK_SCHEDULER and DS4_CUDA_NO_Q8_F16_CACHE are honoured "
         "(docs/CLI.md)",
     )
@@ -216,6 +217,15 @@ def _info_main(argv: list[str]) -> int:
 
 
 SUBCOMMANDS["info"] = _info_main
+
+
+def _bench_main(argv: list[str]) -> int:
+    from . import cli_bench
+
+    return cli_bench.main(argv)
+
+
+SUBCOMMANDS["bench"] = _bench_main
 
 
 def _tokenize_main(argv: list[str]) -> int:
