@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-s",
         type=float_in(0.0, 1e7),
         default=120.0,
-        help="time budget in seconds (120); parts cut short say so, each takes >= 1 sample",
+        help="time budget in seconds (120): it cuts repeats (every item keeps one sample); "
+        "items are skipped, and the report says so, only past 1.5 x the budget + 30 s",
     )
     w.add_argument(
         "--bandwidth",
