@@ -211,3 +211,27 @@ def test_the_real_layout_header(tmp_path):
     assert s["compressed"] == (200_000 // 4 + 2) * 512 * 4
     assert s["indexer"] == (200_000 // 4 + 2) * 128 * 4
     assert s["compressed_per_1k"] == 256 * 512 * 4 and s["indexer_per_1k"] == 256 * 128 * 4
+
+
+def test_a_cut_or_hostile_header_is_an_error_not_a_crash(tmp_path):
+    """The header-only reader still validates everything it reads: a file cut inside its
+    metadata or tensor table, or one whose tensor extents overflow, is a FormatError."""
+    raw = open(data.default_target(), "rb").read()
+    r = gguf.GGUFReader(data.default_target())
+    start = min(int(t.data_offset) for t in r.tensors)
+    for cut in (3, 24, start // 2, start - 32):  # the padding before the data may go
+        p = tmp_path / f"cut{cut}.gguf"
+        p.write_bytes(raw[:cut])
+        with pytest.raises(ds4rt.errors.FormatError):
+            memory_plan(p, support=None)
+    # the first tensor record's offset field set to 2^64 - 32: its data would end past 2^64
+    first = r.tensors[0]
+    name = first.name.encode()
+    at = raw.index(name + len(first.shape).to_bytes(4, "little"))
+    off_at = at + len(name) + 4 + 8 * len(first.shape) + 4
+    bad = bytearray(raw[:start])
+    bad[off_at : off_at + 8] = (2**64 - 32).to_bytes(8, "little")
+    p = tmp_path / "overflow.gguf"
+    p.write_bytes(bytes(bad))
+    with pytest.raises(ds4rt.errors.FormatError):
+        memory_plan(p, support=None)
