@@ -126,8 +126,12 @@ static ds4rt_weight_kind weight_kind(const char *name) {
     if (has_suffix(name, "norm.weight")) return DS4RT_WEIGHT_NORMS;
     if (strcmp(name, "token_embd.weight") == 0) return DS4RT_WEIGHT_EMBEDDING;
     if (has_prefix(name, "output")) return DS4RT_WEIGHT_HEAD; /* output.weight, output_hc_* */
-    const char *dot = has_prefix(name, "blk.") ? strchr(name + 4, '.') : NULL;
-    const char *t = dot != NULL ? dot + 1 : name; /* the name inside the layer */
+    const char *t = name; /* the name inside the layer: after "blk.N." */
+    if (has_prefix(name, "blk.")) {
+        size_t i = 4;
+        while (name[i] >= '0' && name[i] <= '9') i++;
+        if (name[i] == '.') t = name + i + 1;
+    }
     if (has_prefix(t, "indexer")) return DS4RT_WEIGHT_INDEXER;
     if (has_prefix(t, "attn_compressor_")) return DS4RT_WEIGHT_COMPRESSOR;
     if (has_prefix(t, "hc_")) return DS4RT_WEIGHT_HYPER;
