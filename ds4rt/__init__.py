@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from . import data, enums, errors, gguf, ops, stats, tokenizer
+from . import bench, data, enums, errors, gguf, memory, ops, stats, tokenizer
 from ._core import api_version, build_info, version
 from .backends import backends
 from .dspark import DSpark
@@ -56,6 +56,7 @@ __all__ = [
     "Tokenizer",
     "api_version",
     "backends",
+    "bench",
     "build_info",
     "data",
     "enums",
@@ -64,6 +65,7 @@ __all__ = [
     "get_library_dir",
     "get_pkgconfig_dir",
     "gguf",
+    "memory",
     "ops",
     "stats",
     "tokenizer",

@@ -2,6 +2,7 @@
 # extension is private: use the public modules (ds4rt, ds4rt.model, ds4rt.tokenizer, ...).
 # tests/test_typing.py checks that every public name of the extension is declared here.
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,16 @@ def backend_supports(kind: int, device: int, op: int, qtype: int) -> bool: ...
 
 # _model.pxi
 def token_ids(tokens: object, what: str = "tokens") -> _IntArray: ...
+def memory_plan(
+    path: str | os.PathLike[str],
+    n_ctx: int = 4096,
+    max_batch: int = 32,
+    support: str | os.PathLike[str] | None = None,
+    dspark_window: int = 0,
+    cache_budget: int = 0,
+    numerics: str = "official",
+    n_threads: int = 0,
+) -> dict[str, Any]: ...
 def sampler_defaults() -> dict[str, Any]: ...
 
 class _Model:

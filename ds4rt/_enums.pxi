@@ -145,6 +145,19 @@ cdef extern from "ds4rt.h":
         DS4RT_THINK_HIGH
         DS4RT_THINK_MAX
 
+    cpdef enum ds4rt_weight_kind:
+        DS4RT_WEIGHT_EMBEDDING
+        DS4RT_WEIGHT_HEAD
+        DS4RT_WEIGHT_ATTENTION
+        DS4RT_WEIGHT_COMPRESSOR
+        DS4RT_WEIGHT_INDEXER
+        DS4RT_WEIGHT_ROUTER
+        DS4RT_WEIGHT_EXPERTS
+        DS4RT_WEIGHT_SHARED_EXPERTS
+        DS4RT_WEIGHT_HYPER
+        DS4RT_WEIGHT_NORMS
+        DS4RT_WEIGHT_KIND_COUNT
+
 
 # Every enumerator above by its C name, for ds4rt/enums.py.
 HEADER_ENUMS = {
@@ -152,5 +165,5 @@ HEADER_ENUMS = {
     for cls in (ds4rt_status, ds4rt_qtype, ds4rt_gguf_type, ds4rt_numerics, ds4rt_cache_policy,
                 ds4rt_load_mode, ds4rt_backend_kind, ds4rt_trace_stage, ds4rt_scheduler_mode,
                 ds4rt_no_draft_reason, ds4rt_token_type, ds4rt_tokenize_flags,
-                ds4rt_detokenize_flags, ds4rt_chat_role, ds4rt_think_mode)
+                ds4rt_detokenize_flags, ds4rt_chat_role, ds4rt_think_mode, ds4rt_weight_kind)
 }

@@ -556,3 +556,98 @@ cdef class _Sampler:
         cdef float[::1] ov = out
         check(ds4rt_sampler_probs(self.ptr, &lv[0], &ov[0]))
         return out
+
+
+cdef extern from "ds4rt.h":
+    ctypedef struct ds4rt_memory_params:
+        size_t size
+        int64_t n_ctx
+        uint32_t max_batch
+        const char *support
+        uint32_t dspark_window
+        uint64_t cache_budget_bytes
+        int32_t numerics
+        int32_t n_threads
+    ctypedef struct ds4rt_memory_plan:
+        size_t size
+        int64_t n_ctx
+        uint32_t max_batch
+        uint32_t n_layer
+        uint64_t file_bytes
+        uint64_t data_bytes
+        uint64_t weight_bytes
+        uint64_t weight_owned_bytes
+        uint64_t weight_kind_bytes[16]
+        uint64_t state_bytes
+        uint64_t state_fixed_bytes
+        uint64_t state_bytes_per_1k
+        uint64_t state_window_bytes
+        uint64_t state_frontier_bytes
+        uint64_t state_compressed_bytes
+        uint64_t state_indexer_bytes
+        uint64_t state_compressed_per_1k
+        uint64_t state_indexer_per_1k
+        uint64_t scratch_bytes
+        uint64_t drafter_weight_bytes
+        uint64_t drafter_state_bytes
+        uint64_t drafter_scratch_bytes
+        uint64_t cache_matrices
+        uint64_t cache_q8_bytes
+        uint64_t cache_on_bytes
+        uint64_t cache_budget_bytes
+    ds4rt_memory_params ds4rt_memory_default_params()
+    const char *ds4rt_weight_kind_name(uint32_t kind)
+    ds4rt_status ds4rt_model_memory_plan(const char *path, const ds4rt_memory_params *params,
+                                         ds4rt_memory_plan *out) nogil
+
+
+def memory_plan(path, int64_t n_ctx=4096, uint32_t max_batch=32, support=None,
+                uint32_t dspark_window=0, uint64_t cache_budget=0, str numerics="official",
+                int32_t n_threads=0):
+    """ds4rt_model_memory_plan as a dict (ds4rt.memory_plan documents it)."""
+    if numerics not in _NUMERICS:
+        raise ValueError(f"numerics must be one of {sorted(_NUMERICS)}, not {numerics!r}")
+    cdef ds4rt_memory_params p = ds4rt_memory_default_params()
+    p.n_ctx = n_ctx
+    p.max_batch = max_batch
+    p.dspark_window = dspark_window
+    p.cache_budget_bytes = cache_budget
+    p.numerics = _NUMERICS[numerics]
+    p.n_threads = n_threads
+    b = os.fsencode(path)
+    sb = os.fsencode(support) if support is not None else None
+    cdef const char *cpath = b
+    p.support = <const char *>sb if sb is not None else NULL
+    cdef ds4rt_memory_plan plan
+    plan.size = sizeof(ds4rt_memory_plan)
+    cdef ds4rt_status st
+    with nogil:
+        st = ds4rt_model_memory_plan(cpath, &p, &plan)
+    check(st)
+    cdef uint32_t k
+    kinds = {}
+    for k in range(<uint32_t>DS4RT_WEIGHT_KIND_COUNT):
+        kinds[ds4rt_weight_kind_name(k).decode()] = plan.weight_kind_bytes[k]
+    return {
+        "n_ctx": plan.n_ctx, "max_batch": plan.max_batch, "n_layer": plan.n_layer,
+        "file_bytes": plan.file_bytes, "data_bytes": plan.data_bytes,
+        "weights": {"total": plan.weight_bytes, "owned": plan.weight_owned_bytes, "by_kind": kinds},
+        "state": {
+            "total": plan.state_bytes, "fixed": plan.state_fixed_bytes,
+            "per_1k": plan.state_bytes_per_1k, "window": plan.state_window_bytes,
+            "frontiers": plan.state_frontier_bytes, "compressed": plan.state_compressed_bytes,
+            "indexer": plan.state_indexer_bytes,
+            "compressed_per_1k": plan.state_compressed_per_1k,
+            "indexer_per_1k": plan.state_indexer_per_1k,
+        },
+        "scratch": plan.scratch_bytes,
+        "drafter": None if support is None else {
+            "weights": plan.drafter_weight_bytes, "state": plan.drafter_state_bytes,
+            "scratch": plan.drafter_scratch_bytes,
+        },
+        "cache": {
+            "matrices": plan.cache_matrices, "q8_bytes": plan.cache_q8_bytes,
+            "on": plan.cache_on_bytes, "on_within_budget": plan.cache_budget_bytes,
+            "budget": cache_budget,
+        },
+    }

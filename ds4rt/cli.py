@@ -4,6 +4,9 @@ ds4-cli chat [options]           interactive multi-turn chat (`ds4-cli chat --he
 ds4-cli info PATH [--json [--full | --max-array N]] [--tensors]
                                  summary of a GGUF file (exit 1 with the error on a bad file)
 ds4-cli info --backends [--json] the compute backends of this build and the ops x types each runs
+ds4-cli info --memory [--ctx N] [--support S] [--json] [PATH]
+                                 memory of the model and one session of N tokens, from the header
+ds4-cli bench [options]          benchmark: passes, verify(n), DSpark modes, memory (`--help`)
 ds4-cli serve [options]          OpenAI-compatible HTTP server (the 'server' extra; docs/SERVER.md)
 ds4-cli tokenize (--model GGUF | --vocab GGUF) [TEXT | --decode IDS]
                                  text -> token ids, or ids -> text (`ds4-cli tokenize --help`)
@@ -49,7 +52,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ds4-cli",
         description=__doc__.splitlines()[0],
-        epilog="subcommands: chat, serve, info PATH, tokenize (run `ds4-cli SUBCOMMAND --help`); "
+        epilog="subcommands: chat, serve, info PATH, bench, tokenize "
+        "(run `ds4-cli SUBCOMMAND --help`); "
         "ds4's DS4_DSPARK_STATS, DS4_DSPARK_SCHEDULER and DS4_CUDA_NO_Q8_F16_CACHE are honoured "
         "(docs/CLI.md)",
     )
@@ -180,6 +184,10 @@ def _info_main(argv: list[str]) -> int:
         from . import cli_backends
 
         return cli_backends.main(argv)
+    if "--memory" in argv:  # the memory plan (the header only)
+        from . import cli_memory
+
+        return cli_memory.main(argv)
     args = _build_info_parser().parse_args(argv)
     from . import gguf
 
@@ -209,6 +217,15 @@ def _info_main(argv: list[str]) -> int:
 
 
 SUBCOMMANDS["info"] = _info_main
+
+
+def _bench_main(argv: list[str]) -> int:
+    from . import cli_bench
+
+    return cli_bench.main(argv)
+
+
+SUBCOMMANDS["bench"] = _bench_main
 
 
 def _tokenize_main(argv: list[str]) -> int:

@@ -28,6 +28,7 @@ __all__ = [
     "TokenType",
     "TokenizeFlag",
     "TraceStage",
+    "WeightKind",
 ]
 
 _FLAT = {name: value for members in _core.HEADER_ENUMS.values() for name, value in members.items()}
@@ -225,6 +226,22 @@ class ThinkMode(enum.IntEnum):
     MAX = _c("DS4RT_THINK_MAX")
 
 
+class WeightKind(enum.IntEnum):
+    """ds4rt_weight_kind: the categories of a memory plan's weights (ds4rt.memory_plan)."""
+
+    EMBEDDING = _c("DS4RT_WEIGHT_EMBEDDING")
+    HEAD = _c("DS4RT_WEIGHT_HEAD")
+    ATTENTION = _c("DS4RT_WEIGHT_ATTENTION")
+    COMPRESSOR = _c("DS4RT_WEIGHT_COMPRESSOR")
+    INDEXER = _c("DS4RT_WEIGHT_INDEXER")
+    ROUTER = _c("DS4RT_WEIGHT_ROUTER")
+    EXPERTS = _c("DS4RT_WEIGHT_EXPERTS")
+    SHARED_EXPERTS = _c("DS4RT_WEIGHT_SHARED_EXPERTS")
+    HYPER = _c("DS4RT_WEIGHT_HYPER")
+    NORMS = _c("DS4RT_WEIGHT_NORMS")
+    COUNT = _c("DS4RT_WEIGHT_KIND_COUNT")
+
+
 # The Python enum of each C enum (tests/test_enums.py walks this against the header).
 BY_C_NAME: dict[str, type[enum.IntEnum] | type[enum.IntFlag]] = {
     "ds4rt_status": Status,
@@ -242,4 +259,5 @@ BY_C_NAME: dict[str, type[enum.IntEnum] | type[enum.IntFlag]] = {
     "ds4rt_detokenize_flags": DetokenizeFlag,
     "ds4rt_chat_role": ChatRole,
     "ds4rt_think_mode": ThinkMode,
+    "ds4rt_weight_kind": WeightKind,
 }

@@ -50,7 +50,7 @@ extern "C" {
 #define DS4RT_API_VERSION 1
 /* Revision of the header within DS4RT_API_VERSION: 0 was the first (tests/abi/ds4rt_1_0.h),
  * each revision only adds. Lets a host test at compile time for a field or call it uses. */
-#define DS4RT_ABI_MINOR 2
+#define DS4RT_ABI_MINOR 3
 
 /* ------------------------------------------------------------------------------------------ */
 /* Opaque handles                                                                               */
@@ -415,6 +415,88 @@ typedef struct ds4rt_model_info {
 } ds4rt_model_info;
 
 DS4RT_API ds4rt_status ds4rt_model_get_info(const ds4rt_model *model, ds4rt_model_info *out);
+
+/* The memory plan of a model (ABI 1.3): what loading the file and running one session of
+ * n_ctx tokens would hold, from the file's header alone (no tensor data is read, so a header
+ * written without its data serves too: tools/make_big_model.py prepare; docs/PERFORMANCE.md,
+ * "Memory of the real model"). The target (and the support file, if given) are bound "dry":
+ * every name, shape and type is checked as a load checks it and every byte is accounted as a
+ * load accounts it (weight_bytes equals ds4rt_model_info.weight_bytes of the loaded file), the
+ * session state comes from the one layout of ds4rt_kv_state, and the scratch and the drafter's
+ * buffers are built once on the CPU backend and measured by its accounting. */
+typedef enum ds4rt_weight_kind {
+    DS4RT_WEIGHT_EMBEDDING = 0,      /* token_embd */
+    DS4RT_WEIGHT_HEAD = 1,           /* output (the LM head) and the output HC head */
+    DS4RT_WEIGHT_ATTENTION = 2,      /* attn_q_a, attn_q_b, attn_kv, attn_output_a/_b, sinks */
+    DS4RT_WEIGHT_COMPRESSOR = 3,     /* attn_compressor_* (kv, gate, ape) */
+    DS4RT_WEIGHT_INDEXER = 4,        /* indexer.* and indexer_compressor_* */
+    DS4RT_WEIGHT_ROUTER = 5,         /* ffn_gate_inp, exp_probs_b, ffn_gate_tid2eid */
+    DS4RT_WEIGHT_EXPERTS = 6,        /* routed experts: ffn_{gate,up,down}_exps */
+    DS4RT_WEIGHT_SHARED_EXPERTS = 7, /* ffn_{gate,up,down}_shexp */
+    DS4RT_WEIGHT_HYPER = 8,          /* hyper-connection mixing of the layers (hc_attn_*, hc_ffn_*) */
+    DS4RT_WEIGHT_NORMS = 9,          /* every *norm.weight */
+    DS4RT_WEIGHT_KIND_COUNT = 10
+} ds4rt_weight_kind;
+
+#define DS4RT_WEIGHT_KINDS 16 /* entries of ds4rt_memory_plan.weight_kind_bytes (room to grow) */
+
+typedef struct ds4rt_memory_params {
+    size_t size;             /* sizeof(ds4rt_memory_params), set by the default initialiser */
+    int64_t n_ctx;           /* the session's context (default 4096) */
+    uint32_t max_batch;      /* the session's max_batch (default 32) */
+    const char *support;     /* a DSpark support file for the drafter's figures, or NULL */
+    uint32_t dspark_window;  /* its window (0: as ds4rt_dspark_params.window) */
+    uint64_t cache_budget_bytes; /* the budget for cache_budget_bytes below (0: no limit) */
+    int32_t numerics;        /* ds4rt_numerics (default official): the checks of that load */
+    int32_t n_threads;       /* threads the scratch is measured for (the CPU backend's op
+                                workspaces are per thread); <= 0: as ds4rt_model_params */
+} ds4rt_memory_params;
+
+typedef struct ds4rt_memory_plan {
+    size_t size;             /* set by the caller to sizeof(ds4rt_memory_plan) */
+    int64_t n_ctx;
+    uint32_t max_batch;
+    uint32_t n_layer;
+    uint64_t file_bytes;     /* bytes of the file as opened (the header alone: its size) */
+    uint64_t data_bytes;     /* tensor data the header describes (the full file's data section) */
+    uint64_t weight_bytes;   /* ds4rt_model_info.weight_bytes of a load */
+    uint64_t weight_owned_bytes; /* the part copied (small vectors converted to f32) */
+    uint64_t weight_kind_bytes[DS4RT_WEIGHT_KINDS]; /* weight_bytes by ds4rt_weight_kind */
+    /* one session of n_ctx tokens and max_batch (ds4rt_model_info's state figures for it) */
+    uint64_t state_bytes;        /* all of it: fixed + per_1k * n_ctx / 1024 (to the row) */
+    uint64_t state_fixed_bytes;
+    uint64_t state_bytes_per_1k;
+    uint64_t state_window_bytes;    /* raw KV rings (window + max_batch rows per layer) */
+    uint64_t state_frontier_bytes;  /* compressor frontiers, snapshots, journals (both kinds) */
+    uint64_t state_compressed_bytes; /* compressed KV rows at n_ctx */
+    uint64_t state_indexer_bytes;    /* indexer rows at n_ctx */
+    uint64_t state_compressed_per_1k; /* ... per 1024 tokens of n_ctx */
+    uint64_t state_indexer_per_1k;
+    uint64_t scratch_bytes;  /* pass buffers and op workspaces on the CPU backend, logits and
+                                token buffers (as ds4rt_model_info.scratch_bytes, at n_ctx) */
+    /* the drafter (support given; else 0) */
+    uint64_t drafter_weight_bytes;
+    uint64_t drafter_state_bytes;   /* its per-session rings and proposal tensors */
+    uint64_t drafter_scratch_bytes; /* what its buffers add to the session's scratch */
+    /* the Q8->F16 cache (docs/CACHE.md) on a GPU backend: policy on; off and auto hold 0 (as
+     * does every policy on the CPU backend, which has no F16 path) */
+    uint64_t cache_matrices;     /* Q8_0 matrices `on` expands */
+    uint64_t cache_q8_bytes;     /* their stored bytes (already counted in weight_bytes) */
+    uint64_t cache_on_bytes;     /* their F16 copies, without a budget */
+    uint64_t cache_budget_bytes; /* the F16 copies `on` makes within cache_budget_bytes */
+} ds4rt_memory_plan;
+
+/* Fills *params with the defaults of a ds4rt_memory_params of `size` bytes (pass sizeof
+ * *params) and sets params->size = size. ds4rt_memory_default_params() (header-inline) returns
+ * the same by value. */
+DS4RT_API ds4rt_status ds4rt_memory_params_init(ds4rt_memory_params *params, size_t size);
+/* Name of a ds4rt_weight_kind ("experts", ...); NULL outside [0, DS4RT_WEIGHT_KIND_COUNT). */
+DS4RT_API const char *ds4rt_weight_kind_name(uint32_t kind);
+/* The plan of the deepseek4 file at `path` (params may be NULL: the defaults). Errors as
+ * ds4rt_model_load's for a file that would not load (by its header), and the support's as
+ * ds4rt_dspark_load's. */
+DS4RT_API ds4rt_status ds4rt_model_memory_plan(const char *path, const ds4rt_memory_params *params,
+                                               ds4rt_memory_plan *out);
 
 /* The tokenizer read from the model file's tokenizer.* metadata (see the tokenizer section), or
  * NULL if the file carries none. Owned by the model; valid while it lives. */
@@ -1052,6 +1134,12 @@ static inline ds4rt_model_params ds4rt_model_default_params(void) {
 static inline ds4rt_session_params ds4rt_session_default_params(void) {
     ds4rt_session_params p;
     (void)ds4rt_session_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline ds4rt_memory_params ds4rt_memory_default_params(void) {
+    ds4rt_memory_params p;
+    (void)ds4rt_memory_params_init(&p, sizeof p);
     return p;
 }
 

@@ -177,12 +177,14 @@ def summarise(rounds: list[dict]) -> dict:
     keys = sorted(
         {k for r in rounds for k in r["tok_s"]}, key=lambda k: (k[:2] != "tg", int(k[2:]))
     )
+    from ds4rt.bench import spread as spread_of  # the medians and spreads of ds4-cli bench
+
     med = {}
     spread = {}
     for k in keys:
-        v = [r["tok_s"][k] for r in rounds if k in r["tok_s"]]
-        med[k] = statistics.median(v)
-        spread[k] = [min(v), max(v)]
+        s = spread_of([r["tok_s"][k] for r in rounds if k in r["tok_s"]])
+        med[k] = s["median"]
+        spread[k] = [s["min"], s["max"]]
     tg = next((k for k in keys if k.startswith("tg")), None)
     pass_over_decode = {}
     if tg is not None:

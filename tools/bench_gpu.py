@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Decode, verify and prefill cost of the target on the CPU and GPU backends of the installed
-ds4rt, on one GGUF (docs/GPU.md, "On the GPU machine"; docs/PERFORMANCE.md records results).
+ds4rt, on one GGUF (docs/GPU.md, "On the GPU machine"; docs/PERFORMANCE.md records results):
+a sweep over backends, cache policies and GPU graphs of ds4rt.bench's measurements (one
+backend at a time: `ds4-cli bench --backend B --cache P`).
 
     python tools/bench_gpu.py --target FILE.gguf [--backends cpu,cuda] [--sizes 1,2,4,6,8,16]
                               [--prefill 512] [--repeats 5] [--budget-s 120] [--cache off,on]
@@ -23,34 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 
-import numpy as np
-
 import ds4rt
-
-
-def timed_passes(s, ctx, chunk, k):
-    """Mean wall seconds of k passes of `chunk` after `ctx`, each pass rolled back."""
-    s.reset()
-    s.eval(ctx)
-    total = 0.0
-    for _ in range(k):
-        t0 = time.perf_counter()
-        s.logits(chunk)
-        total += time.perf_counter() - t0
-        s.truncate(len(ctx))
-    return total / k
+from ds4rt import bench
 
 
 def bench_backend(path, backend, cache, sizes, prefill, repeats, budget_s):
+    """One backend and cache policy: ds4rt.bench's verify passes and prefill, in this tool's
+    JSON (microseconds)."""
     t_load = time.perf_counter()
     m = ds4rt.Model(path, backend=backend, cache=cache)
     load_s = time.perf_counter() - t_load
-    rng = np.random.default_rng(0)
-    ctx = [0] + rng.integers(3, m.n_vocab, 63).tolist()
     start = time.perf_counter()
     out = {
         "backend": backend,
@@ -59,56 +46,31 @@ def bench_backend(path, backend, cache, sizes, prefill, repeats, budget_s):
         "load_s": load_s,
         "memory": m.info["memory"],
         "cache": m.info["cache"],
-        "truncated": False,
-        "verify": [],
     }
-    s = m.session(n_ctx=max(1024, prefill + len(ctx) + 64), max_batch=max(max(sizes), prefill, 1))
-
-    def over():
-        return time.perf_counter() - start > budget_s
-
-    for n in sizes:
-        chunk = rng.integers(3, m.n_vocab, n).tolist()
-        timed_passes(s, ctx, chunk, 1)  # warm-up (first use of a shape)
-        med = []
-        for _ in range(repeats):
-            med.append(timed_passes(s, ctx, chunk, 3))
-            if over():
-                break
-        row = {
-            "n": n,
-            "us_per_pass": statistics.median(med) * 1e6,
-            "us_per_token": statistics.median(med) * 1e6 / n,
-            "samples": len(med),
+    end = start + budget_s
+    v = bench.verify_costs(m, sizes, ctx=64, repeats=repeats, passes=3, deadline=end, hard=end)
+    out["truncated"] = v["truncated"]
+    d = v["decode_ms"]["median"] * 1e3
+    out["verify"] = [
+        {
+            "n": r["n"],
+            "us_per_pass": r["ms"]["median"] * 1e3,
+            "us_per_token": r["ms"]["median"] * 1e3 / r["n"],
+            "samples": r["ms"]["n"],
+            "vs_decode": r["ratio"],
         }
-        out["verify"].append(row)
-        if n == 1:
-            out["decode_us_per_token"] = row["us_per_pass"]
-        if over():
-            out["truncated"] = True
-            break
-    if prefill and not out["truncated"]:
-        chunk = rng.integers(3, m.n_vocab, prefill).tolist()
-        med = []
-        for _ in range(max(1, min(repeats, 3))):
-            s.reset()
-            t0 = time.perf_counter()
-            s.eval(chunk)
-            s.current_logits()
-            med.append(time.perf_counter() - t0)
-            if over():
-                out["truncated"] = True
-                break
+        for r in v["rows"]
+    ]
+    out["decode_us_per_token"] = d
+    if prefill and not out["truncated"] and time.perf_counter() < end:
+        p = bench.prefill_cost(
+            m, prefill, repeats=max(1, min(repeats, 3)), max_batch=prefill, deadline=end
+        )
         out["prefill"] = {
             "tokens": prefill,
-            "ms": statistics.median(med) * 1e3,
-            "tokens_per_s": prefill / statistics.median(med),
+            "ms": p["ms"]["median"],
+            "tokens_per_s": p["tokens_per_s"]["median"],
         }
-    if out.get("decode_us_per_token"):
-        d = out["decode_us_per_token"]
-        for row in out["verify"]:
-            row["vs_decode"] = row["us_per_pass"] / d
-    s.close()
     m.close()
     return out
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Cost of one target pass (decode = n 1, verify sizes n > 1) on the installed ds4rt.
+"""Cost of one target pass (decode = n 1, verify sizes n > 1) on the installed ds4rt: a thin
+wrapper over ds4rt.bench.verify_costs (`ds4-cli bench` measures this and more).
 
     python tools/bench_pass.py [--target T] [--sizes 1,2,4,8,17] [--repeats R] [--threads K]
 
@@ -12,13 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
-
-import numpy as np
 
 import ds4rt
-from ds4rt import data
+from ds4rt import bench, data
 
 
 def main() -> None:
@@ -28,31 +25,21 @@ def main() -> None:
     ap.add_argument("--target", default=data.default_target())
     ap.add_argument("--sizes", default="1,2,4,8,17")
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--passes", type=int, default=64, help="tokens evaluated per repeat")
+    ap.add_argument("--passes", type=int, default=3, help="passes timed per repeat")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     m = ds4rt.Model(args.target, n_threads=args.threads)
-    ctx = [0] + np.random.default_rng(0).integers(3, m.n_vocab, 31).tolist()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    v = bench.verify_costs(m, sizes, ctx=32, repeats=args.repeats, passes=args.passes)
     out = {
         "command": "bench_pass.py",
         "build": ds4rt.build_info(),
         "threads": args.threads,
-        "results": [],
+        "results": [
+            {"n": r["n"], "cpu_ms": r["cpu_ms"]["median"], "wall_ms": r["ms"]["median"]}
+            for r in v["rows"]
+        ],
     }
-    for n in (int(s) for s in args.sizes.split(",")):
-        cpu, wall = [], []
-        for _ in range(args.repeats):
-            s = m.session(n_ctx=1024, max_batch=max(n, 1))
-            s.eval(ctx)
-            k = max(args.passes // n, 1)
-            c0, w0 = time.process_time(), time.perf_counter()
-            for _ in range(k):
-                s.eval(ctx[:n])
-            cpu.append((time.process_time() - c0) / k * 1e3)
-            wall.append((time.perf_counter() - w0) / k * 1e3)
-        out["results"].append(
-            {"n": n, "cpu_ms": statistics.median(cpu), "wall_ms": statistics.median(wall)}
-        )
     print(json.dumps(out, indent=1))
 
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Benchmark of speculative decoding against plain decoding, in one run, on one machine.
+"""Benchmark of speculative decoding against plain decoding, in one run, on one machine: a thin
+wrapper over ds4rt.bench.spec_modes (`ds4-cli bench` measures this and more).
 
     python tools/bench_spec.py [--target T --support S] [--tokens N] [--repeats R] [--threads K]
 
 Prints JSON: per configuration the median wall time of a greedy generation of N tokens after a
 fixed prompt, tokens/s, the ratio to plain decoding measured in the same run, and the
 speculative counters (proposed, accepted, cycles). Greedy output is checked to be identical to
-plain decoding's for every configuration. Configurations:
+plain decoding's for every configuration (exit 1 if not). Configurations:
 
   plain             ds4rt_generate without a drafter
   dspark-always     DSpark, scheduler "always", threshold 0 (every cycle drafts a full block)
@@ -26,29 +27,17 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
-import time
-
-import numpy as np
 
 import ds4rt
-from ds4rt import data
+from ds4rt import bench, data
 
-
-def run(model, prompt, n, repeats, max_batch, **kw):
-    times, out, stats = [], None, None
-    for _ in range(repeats):
-        s = model.session(n_ctx=len(prompt) + n + 8, max_batch=max_batch)
-        t0 = time.perf_counter()
-        got = s.generate(prompt, max_tokens=n, stop_at_eos=False, **kw).ids
-        times.append(time.perf_counter() - t0)
-        if out is not None and got != out:
-            raise RuntimeError("non-deterministic output")
-        out = got
-        if "dspark" in kw or "draft" in kw:
-            stats = s.spec_stats()
-    return statistics.median(times), out, stats
+NAMES = {
+    "always": "dspark-always",
+    "adaptive": "dspark-adaptive",
+    "oracle": "oracle-always",
+    "wrong": "wrong-adaptive",
+}
 
 
 def main(argv=None) -> int:
@@ -65,49 +54,32 @@ def main(argv=None) -> int:
 
     model = ds4rt.Model(args.target, n_threads=args.threads)
     dspark = ds4rt.DSpark(model, args.support)
-    rng = np.random.default_rng(0)
-    prompt = [max(model.bos_id, 0)] + rng.integers(
-        3, model.n_vocab, args.prompt_tokens - 1
-    ).tolist()
-    max_batch = max(32, dspark.block_size + 1)
+    res = bench.spec_modes(
+        model,
+        dspark,
+        ["always", "adaptive", "oracle", "wrong"],
+        tokens=args.tokens,
+        prompt_tokens=args.prompt_tokens,
+        repeats=args.repeats,
+    )
     n = args.tokens
-
-    base_t, base_out, _ = run(model, prompt, n, args.repeats, max_batch)
-    full = prompt + base_out
-
-    def oracle(ctx, k):
-        m = len(ctx)
-        return [full[m + i] if m + i < len(full) else 0 for i in range(k)]
-
-    def wrong(ctx, k):
-        return [(t + 1) % model.n_vocab for t in oracle(ctx, k)]
-
-    configs = {
-        "dspark-always": dict(dspark=dspark, scheduler="always", confidence_threshold=0.0),
-        "dspark-adaptive": dict(dspark=dspark),
-        "oracle-always": dict(draft=oracle, scheduler="always"),
-        "wrong-adaptive": dict(draft=wrong),
-    }
-    results = [
-        {"config": "plain", "median_s": base_t, "tokens_per_s": n / base_t, "ratio_to_plain": 1.0}
-    ]
-    for name, kw in configs.items():
-        t, out, st = run(model, prompt, n, args.repeats, max_batch, **kw)
-        if out != base_out:
-            raise RuntimeError(f"{name}: greedy output differs from plain decoding")
-        results.append(
-            {
-                "config": name,
-                "median_s": t,
-                "tokens_per_s": n / t,
-                "ratio_to_plain": base_t / t,
-                "cycles": st["cycles"],
-                "proposed": st["proposed"],
-                "accepted_draft": st["accepted_draft"],
-                "no_draft": st["no_draft"],
-                "tokens_per_cycle": n / max(st["cycles"], 1),
-            }
-        )
+    results = []
+    for r in res["rows"]:
+        row = {
+            "config": NAMES.get(r["mode"], r["mode"]),
+            "median_s": r["s"]["median"],
+            "tokens_per_s": r["tokens_per_s"]["median"],
+            "ratio_to_plain": r["speedup_vs_plain"],
+        }
+        if "cycles" in r:
+            row.update(
+                cycles=r["cycles"],
+                proposed=r["proposed"],
+                accepted_draft=r["accepted"],
+                no_draft=r["no_draft"],
+                tokens_per_cycle=n / max(r["cycles"], 1),
+            )
+        results.append(row)
     doc = {
         "command": " ".join(
             [os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])
@@ -120,14 +92,14 @@ def main(argv=None) -> int:
         "target": os.path.basename(args.target),
         "support": os.path.basename(args.support),
         "tokens": n,
-        "prompt_tokens": len(prompt),
+        "prompt_tokens": res["prompt_tokens"],
         "repeats": args.repeats,
-        "greedy_identical": True,
+        "greedy_identical": res["greedy_identical"],
         "results": results,
     }
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
-    return 0
+    return 0 if res["greedy_identical"] else 1
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Two steps, so the big file can be written where the GGUF and tokenizer packages 
 and a JSON plan; `fill` needs only NumPy and writes header + data at disk speed.
 
     python tools/make_big_model.py prepare --layers 8 --out-dir DIR   # DIR/big8.header, .plan.json
+        [--support]                                                   # + DIR/support8.header
     python tools/make_big_model.py fill --plan DIR/big8.plan.json --out big8.gguf [--seed S]
     python tools/make_big_model.py make --layers 8 --out big8.gguf    # both, where both can run
 
@@ -111,6 +112,32 @@ def prepare(layers: int, out_dir: str) -> str:
     return path
 
 
+def prepare_support(layers: int, out_dir: str) -> str:
+    """The header alone of a DSpark support file in ds4's layout for the real-width target of
+    `layers` layers (3 stages, block 5, Markov rank 256, the real target layers and noise token;
+    docs/DSPARK.md "Support file layout"): what `ds4-cli info --memory --support` reads. No data
+    is written (nothing reads a support file's data without its target's)."""
+    from tinymodel import layout, tokenizer, write
+
+    cfg = real_config(layers)
+    cfg.check()
+    tok = tokenizer.real_tokenizer()
+    specs = layout.support_tensors(cfg)
+    meta = write.support_metadata(cfg, write.noise_token_id(tok), "ds4rt real-width support")
+    os.makedirs(out_dir, exist_ok=True)
+    sparse = os.path.join(out_dir, f"support{layers}.sparse.gguf")
+    total = write.write_sparse_gguf(sparse, "deepseek4-dspark", meta, specs)
+    sizes = [-(-write._nbytes(s) // ALIGN) * ALIGN for s in specs]
+    data_start = total - sum(sizes)
+    with open(sparse, "rb") as f:
+        head = f.read(data_start)
+    os.unlink(sparse)
+    hdr = os.path.join(out_dir, f"support{layers}.header")
+    with open(hdr, "wb") as f:
+        f.write(head)
+    return hdr
+
+
 def _chunk(
     rng: np.random.Generator, qtype: int, ne0: int, residual: bool, std: float
 ) -> np.ndarray:
@@ -191,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prepare")
     p.add_argument("--layers", type=int, required=True)
     p.add_argument("--out-dir", required=True)
+    p.add_argument(
+        "--support",
+        action="store_true",
+        help="also DIR/supportN.header: a real-layout DSpark support header (no data)",
+    )
     f = sub.add_parser("fill")
     f.add_argument("--plan", required=True)
     f.add_argument("--out", required=True)
@@ -202,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "prepare":
         print(prepare(a.layers, a.out_dir))
+        if a.support:
+            print(prepare_support(a.layers, a.out_dir))
     elif a.cmd == "fill":
         print(f"{a.out}: {fill(a.plan, a.out, a.seed):.1f} s")
     else:

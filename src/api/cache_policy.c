@@ -11,6 +11,7 @@
  */
 #include "cache_policy.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ static size_t selected(const ds4rt_target *t, const ds4rt_dweight **out, size_t 
     size_t n = 0;
 #define ADD(w)                                                                 \
     do {                                                                       \
-        if ((w).type == DS4RT_TYPE_Q8_0 && (w).data.buf != NULL && n < cap) out[n++] = &(w); \
+        if ((w).type == DS4RT_TYPE_Q8_0 && (w).rows > 0 && n < cap) out[n++] = &(w); \
     } while (0)
     for (uint32_t l = 0; l < t->hp.n_layer; l++) {
         const ds4rt_block_weights *b = &t->layers[l];
@@ -60,6 +61,32 @@ static size_t selected(const ds4rt_target *t, const ds4rt_dweight **out, size_t 
     ADD(t->output);
 #undef ADD
     return n;
+}
+
+/* Bytes of a matrix's F16 copy. */
+static uint64_t f16_bytes(const ds4rt_dweight *w) { return (uint64_t)w->rows * (uint64_t)w->cols * 2; }
+
+/* Whether a copy of `need` bytes stays within the budget after `held` (0: no limit). */
+static bool within_budget(uint64_t budget, uint64_t held, uint64_t need) { return budget == 0 || held + need <= budget; }
+
+ds4rt_status ds4rt_cache_plan(const ds4rt_target *t, uint64_t budget, ds4rt_cache_plan_bytes *out) {
+    memset(out, 0, sizeof *out);
+    const size_t cap = 16 * (size_t)t->hp.n_layer + 8;
+    const ds4rt_dweight **list = calloc(cap, sizeof *list);
+    if (list == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "cache plan: matrix list");
+    size_t n = selected(t, list, cap);
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t need = f16_bytes(list[i]);
+        out->matrices++;
+        out->q8_bytes += (uint64_t)list[i]->rows * list[i]->row_bytes;
+        out->f16_bytes += need;
+        if (within_budget(budget, out->f16_budget_bytes, need)) {
+            out->f16_budget_bytes += need;
+            out->budget_matrices++;
+        }
+    }
+    free(list);
+    return DS4RT_OK;
 }
 
 void ds4rt_cache_apply(ds4rt_target *t, ds4rt_cache_policy requested, uint64_t budget, ds4rt_cache_state *out) {
@@ -95,8 +122,8 @@ void ds4rt_cache_apply(ds4rt_target *t, ds4rt_cache_policy requested, uint64_t b
     }
     size_t n = selected(t, list, cap), done = 0, over_budget = 0;
     for (; done < n; done++) {
-        const uint64_t need = (uint64_t)list[done]->rows * (uint64_t)list[done]->cols * 2;
-        if (budget != 0 && out->bytes + need > budget) {
+        const uint64_t need = f16_bytes(list[done]);
+        if (!within_budget(budget, out->bytes, need)) {
             over_budget++;
             continue;
         }

@@ -25,4 +25,16 @@ struct ds4rt_target;
  * stays off (reason given), `off` is off. Never depends on a support model. */
 void ds4rt_cache_apply(struct ds4rt_target *t, ds4rt_cache_policy requested, uint64_t budget, ds4rt_cache_state *out);
 
+/* What `on` expands on a backend with a cache (the same selection, order and budget rule as
+ * ds4rt_cache_apply), without expanding anything: for the memory plan of a model. */
+typedef struct ds4rt_cache_plan_bytes {
+    uint64_t matrices;         /* the Q8_0 matrices selected */
+    uint64_t q8_bytes;         /* their bytes as stored */
+    uint64_t f16_bytes;        /* their F16 copies: `on` without a budget */
+    uint64_t budget_matrices;  /* ... expanded within the budget */
+    uint64_t f16_budget_bytes; /* ... their F16 bytes */
+} ds4rt_cache_plan_bytes;
+
+ds4rt_status ds4rt_cache_plan(const struct ds4rt_target *t, uint64_t budget, ds4rt_cache_plan_bytes *out);
+
 #endif /* DS4RT_CACHE_POLICY_H */

@@ -106,6 +106,10 @@ typedef struct ds4rt_proposal {
 /* Reads, validates and binds the support file at `path` for d->target (d->model and d->target
  * set by the caller) on the target's backend. */
 ds4rt_status ds4rt_dspark_bind(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p);
+/* The same for a memory plan: the file's header only, a dry binding (ds4rt_arena_init), the
+ * bytes bound told to `account` (or NULL). d->target may be a dry target. Never proposes. */
+ds4rt_status ds4rt_dspark_bind_dry(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p,
+                                   ds4rt_bind_account *account);
 /* Releases what ds4rt_dspark_bind made (not d itself). */
 void ds4rt_dspark_release(struct ds4rt_dspark *d);
 

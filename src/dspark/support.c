@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dspark.h"
+#include "gguf/gguf_copy.h"
 #include "internal.h"
 #include "qtypes.h"
 
@@ -189,10 +190,10 @@ static void describe_type(struct ds4rt_dspark *d, const char *label, const ds4rt
              t ? t->name : "?");
 }
 
-static ds4rt_status bind_all(struct ds4rt_dspark *d) {
+static ds4rt_status bind_all(struct ds4rt_dspark *d, bool dry, ds4rt_bind_account *account) {
     const ds4rt_hparams *hp = &d->target->hp;
-    TRY(ds4rt_arena_init(&d->arena, d->target->be, d->gguf));
-    ds4rt_binder b = {.g = d->gguf, .hp = hp, .arena = &d->arena};
+    TRY(ds4rt_arena_init(&d->arena, d->target->be, d->gguf, dry));
+    ds4rt_binder b = {.g = d->gguf, .hp = hp, .arena = &d->arena, .account = account};
     char name[160];
     for (uint32_t s = 0; s < d->n_stages; s++) {
         char prefix[32];
@@ -225,8 +226,9 @@ static ds4rt_status bind_all(struct ds4rt_dspark *d) {
 
 /* ---- loading ------------------------------------------------------------------------------- */
 
-ds4rt_status ds4rt_dspark_bind(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p) {
-    TRY(ds4rt_gguf_open(path, &d->gguf));
+static ds4rt_status dspark_bind(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p, bool dry,
+                                ds4rt_bind_account *account) {
+    TRY(dry ? ds4rt_gguf_open_header(path, &d->gguf) : ds4rt_gguf_open(path, &d->gguf));
     ds4rt_str arch;
     if (ds4rt_gguf_get_str(d->gguf, "general.architecture", &arch) != DS4RT_OK)
         return ds4rt_fail(DS4RT_ERR_FORMAT, "general.architecture is missing");
@@ -239,7 +241,7 @@ ds4rt_status ds4rt_dspark_bind(struct ds4rt_dspark *d, const char *path, const d
                           (int)(arch.len > 64 ? 64 : arch.len), arch.data);
     TRY(count_stages(d));
     TRY(read_metadata(d));
-    TRY(bind_all(d));
+    TRY(bind_all(d, dry, account));
     const ds4rt_hparams *hp = &d->target->hp;
     /* the context window: asked for, else a dflash draft's own, else the target's */
     uint32_t file_window = 0;
@@ -254,6 +256,15 @@ ds4rt_status ds4rt_dspark_bind(struct ds4rt_dspark *d, const char *path, const d
     d->sim_fp8 = d->target->sim_fp8;
     /* enabling DSpark on this backend: every drafter op must be there */
     return ds4rt_dspark_require_ops(d, d->target->be);
+}
+
+ds4rt_status ds4rt_dspark_bind(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p) {
+    return dspark_bind(d, path, p, false, NULL);
+}
+
+ds4rt_status ds4rt_dspark_bind_dry(struct ds4rt_dspark *d, const char *path, const ds4rt_dspark_params *p,
+                                   ds4rt_bind_account *account) {
+    return dspark_bind(d, path, p, true, account);
 }
 
 void ds4rt_dspark_release(struct ds4rt_dspark *d) {

@@ -47,6 +47,8 @@ struct ds4rt_gguf {
     uint64_t n_tensors;
     gguf_name_index kv_index;
     gguf_name_index tensor_index;
+    bool header_only;    /* opened for its header only (ds4rt_gguf_open_header): tensor data
+                            may lie past the end of the file and every tensor's data is NULL */
 };
 
 /* A read position in the file image; invariant pos <= size. Reads fail (return false) instead

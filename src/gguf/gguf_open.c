@@ -88,7 +88,7 @@ static ds4rt_status parse_header(ds4rt_gguf *g) {
     if (!ds4rt_add_u64(c.pos, pad, &g->data_offset)) {
         return ds4rt_fail(DS4RT_ERR_FORMAT, "data section offset overflows");
     }
-    if (g->n_tensors > 0 && g->data_offset > g->size) {
+    if (g->n_tensors > 0 && g->data_offset > g->size && !g->header_only) {
         return ds4rt_fail(DS4RT_ERR_FORMAT,
                           "the data section would start at byte %llu (tensor infos end at byte "
                           "%llu, alignment %llu), past the end of the file (%llu bytes)",
@@ -137,7 +137,7 @@ static ds4rt_status read_whole(int fd, const char *path, size_t len, void **buf)
     return DS4RT_OK;
 }
 
-static ds4rt_status open_file(const char *path, bool copy, ds4rt_gguf **out) {
+static ds4rt_status open_file(const char *path, bool copy, bool header_only, ds4rt_gguf **out) {
     if (out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "gguf_open: out is NULL");
     *out = NULL;
     if (path == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "gguf_open: path is NULL");
@@ -192,12 +192,17 @@ static ds4rt_status open_file(const char *path, bool copy, ds4rt_gguf **out) {
     g->size = (uint64_t)len;
     g->map_len = map_len;
     g->owned = owned;
+    g->header_only = header_only;
     return finish_open(g, path, out);
 }
 
-DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) { return open_file(path, false, out); }
+DS4RT_API ds4rt_status ds4rt_gguf_open(const char *path, ds4rt_gguf **out) {
+    return open_file(path, false, false, out);
+}
 
-ds4rt_status ds4rt_gguf_open_copy(const char *path, ds4rt_gguf **out) { return open_file(path, true, out); }
+ds4rt_status ds4rt_gguf_open_copy(const char *path, ds4rt_gguf **out) { return open_file(path, true, false, out); }
+
+ds4rt_status ds4rt_gguf_open_header(const char *path, ds4rt_gguf **out) { return open_file(path, false, true, out); }
 
 DS4RT_API ds4rt_status ds4rt_gguf_open_memory(const void *data, size_t size, ds4rt_gguf **out) {
     if (out == NULL) return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "gguf_open_memory: out is NULL");

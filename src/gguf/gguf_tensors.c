@@ -191,6 +191,16 @@ ds4rt_status gguf_place_tensors(ds4rt_gguf *g) {
                        (unsigned long long)t->offset, (unsigned long long)g->alignment);
             return tensor_fail(t, i, DS4RT_ERR_FORMAT);
         }
+        if (g->header_only) { /* the data may be absent: only its extent must be sane */
+            uint64_t end;
+            if (!ds4rt_add_u64(t->offset, t->nbytes, &end) || !ds4rt_add_u64(end, g->data_offset, &end)) {
+                ds4rt_fail(DS4RT_ERR_FORMAT, "data [%llu, +%llu bytes) overflows the file offsets",
+                           (unsigned long long)t->offset, (unsigned long long)t->nbytes);
+                return tensor_fail(t, i, DS4RT_ERR_FORMAT);
+            }
+            t->data = NULL;
+            continue;
+        }
         if (t->offset > data_bytes || t->nbytes > data_bytes - t->offset) {
             ds4rt_fail(DS4RT_ERR_FORMAT,
                        "data [%llu, +%llu bytes) of the data section (which starts at byte "

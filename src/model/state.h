@@ -46,6 +46,18 @@ ds4rt_status ds4rt_kv_state_create(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int
 void ds4rt_kv_state_free(ds4rt_kv_state *st);
 /* The bytes ds4rt_kv_state_create allocates for these sizes (the same layout). */
 uint64_t ds4rt_kv_state_bytes(const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch);
+
+/* What those bytes hold (the same layout, in bytes; the parts add up to the total): */
+typedef struct ds4rt_kv_state_parts {
+    uint64_t window;            /* raw KV rings: window + max_batch rows per layer */
+    uint64_t frontiers;         /* attention compressors' frontiers, snapshots and journals */
+    uint64_t compressed;        /* compressed KV rows (n_ctx / ratio + 2 per compressed layer) */
+    uint64_t indexer_frontiers; /* the same for the indexer's compressors (ratio-4 layers) */
+    uint64_t indexer;           /* indexer rows */
+} ds4rt_kv_state_parts;
+
+/* ds4rt_kv_state_bytes, and its split into *out. */
+uint64_t ds4rt_kv_state_split(const ds4rt_hparams *hp, int64_t n_ctx, uint32_t max_batch, ds4rt_kv_state_parts *out);
 /* Back to an empty context. */
 ds4rt_status ds4rt_kv_state_reset(ds4rt_bctx *ctx, ds4rt_kv_state *st);
 

@@ -69,7 +69,8 @@ static void layer_compressors(ds4rt_target *t, uint32_t l) {
             .rope = t->rope_comp, .post = t->sim_fp4 ? DS4RT_COMP_POST_HADAMARD_FP4 : DS4RT_COMP_POST_HADAMARD};
 }
 
-static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_bind_account *account, ds4rt_target *t) {
+static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, bool dry, ds4rt_bind_account *account,
+                             ds4rt_target *t) {
     ds4rt_hparams *hp = &t->hp;
     TRY(ds4rt_hparams_load(g, hp));
     if (official && hp->d_nope % 64 != 0)
@@ -83,7 +84,7 @@ static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_bind_acco
     t->rope_comp = ds4rt_rope_compressed(hp);
     TRY(require_activation_ops(t));
 
-    TRY(ds4rt_arena_init(&t->arena, t->be, g));
+    TRY(ds4rt_arena_init(&t->arena, t->be, g, dry));
     ds4rt_binder b = {.g = g, .hp = hp, .arena = &t->arena, .account = account};
     TRY(ds4rt_bind_matrix(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, false, DS4RT_OP_GET_ROWS, &t->tok_embd));
     TRY(ds4rt_bind_hc(&b, "output_hc_", hp->hc, 1, &t->hc_head));
@@ -106,13 +107,23 @@ static ds4rt_status bind_all(const ds4rt_gguf *g, bool official, ds4rt_bind_acco
     return DS4RT_OK;
 }
 
-ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_bind_account *account,
-                               ds4rt_target *t) {
+static ds4rt_status target_bind(const ds4rt_gguf *g, bool official, bool dry, ds4rt_backend *be,
+                                ds4rt_bind_account *account, ds4rt_target *t) {
     memset(t, 0, sizeof *t);
     t->be = be;
-    ds4rt_status st = bind_all(g, official, account, t);
+    ds4rt_status st = bind_all(g, official, dry, account, t);
     if (st != DS4RT_OK) ds4rt_target_free(t);
     return st;
+}
+
+ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_bind_account *account,
+                               ds4rt_target *t) {
+    return target_bind(g, official, false, be, account, t);
+}
+
+ds4rt_status ds4rt_target_bind_dry(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_bind_account *account,
+                                   ds4rt_target *t) {
+    return target_bind(g, official, true, be, account, t);
 }
 
 void ds4rt_target_free(ds4rt_target *t) {

@@ -42,6 +42,11 @@ ds4rt_rope ds4rt_rope_compressed(const ds4rt_hparams *hp);
  * bound and is told after each tensor. */
 ds4rt_status ds4rt_target_bind(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_bind_account *account,
                                ds4rt_target *t);
+/* The same binding for a memory plan (ds4rt_arena_init's `dry`): every check but the data's,
+ * every byte accounted, nothing mapped or read; g may be opened with ds4rt_gguf_open_header.
+ * The target only describes the model (shapes, types, hparams): it must never run a pass. */
+ds4rt_status ds4rt_target_bind_dry(const ds4rt_gguf *g, bool official, ds4rt_backend *be, ds4rt_bind_account *account,
+                                   ds4rt_target *t);
 void ds4rt_target_free(ds4rt_target *t);
 
 /* Where a trace event comes from (see ds4rt.h: ds4rt_trace_stage). */

@@ -15,9 +15,11 @@
         if (st_ != DS4RT_OK) return st_;                                      \
     } while (0)
 
-ds4rt_status ds4rt_arena_init(ds4rt_weight_arena *a, ds4rt_backend *be, const ds4rt_gguf *g) {
+ds4rt_status ds4rt_arena_init(ds4rt_weight_arena *a, ds4rt_backend *be, const ds4rt_gguf *g, bool dry) {
     memset(a, 0, sizeof *a);
     a->be = be;
+    a->dry = dry;
+    if (dry) return DS4RT_OK; /* nothing mapped: views stay "no tensor" */
     /* the data section: from the first tensor's address back to its offset, to the file end */
     if (ds4rt_gguf_tensor_count(g) == 0) return DS4RT_OK;
     const ds4rt_gguf_tensor *t0 = ds4rt_gguf_tensor_at(g, 0);
@@ -53,6 +55,7 @@ static ds4rt_status arena_keep(ds4rt_weight_arena *a, ds4rt_dbuf *buf) {
 
 /* A view of the tensor's bytes inside the mapped data section. */
 static ds4rt_dbytes mapped(const ds4rt_binder *b, const ds4rt_gguf_tensor *t) {
+    if (b->arena->dry) return (ds4rt_dbytes){NULL, 0};
     return (ds4rt_dbytes){b->arena->mapping, (uint64_t)((const uint8_t *)t->data - b->arena->map_base)};
 }
 
@@ -67,8 +70,13 @@ static ds4rt_status find(ds4rt_binder *b, const char *name, const ds4rt_gguf_ten
 }
 
 /* A tensor bound as a view: the forward pass reads it from the mapping. */
-static void account_view(ds4rt_binder *b, const ds4rt_gguf_tensor *t) {
+static void account_held(ds4rt_binder *b, const char *name, uint64_t bytes) {
+    if (b->account != NULL && b->account->on_weight != NULL) b->account->on_weight(b->account->weight_user, name, bytes);
+}
+
+static void account_view(ds4rt_binder *b, const char *name, const ds4rt_gguf_tensor *t) {
     if (b->account != NULL) b->account->mapped_bytes += t->nbytes;
+    account_held(b, name, t->nbytes);
 }
 
 static const char *type_name(uint32_t type) {
@@ -124,7 +132,7 @@ ds4rt_status ds4rt_bind_matrix(ds4rt_binder *b, const char *name, int64_t cols, 
     uint64_t row_bytes;
     TRY(ds4rt_type_row_bytes(t->type, cols, &row_bytes));
     *out = (ds4rt_dweight){.type = t->type, .data = mapped(b, t), .rows = rows, .cols = cols, .row_bytes = row_bytes};
-    account_view(b, t);
+    account_view(b, name, t);
     return DS4RT_OK;
 }
 
@@ -143,13 +151,19 @@ ds4rt_status ds4rt_bind_matrices(ds4rt_binder *b, const char *name, int64_t cols
     out->first = (ds4rt_dweight){.type = t->type, .data = mapped(b, t), .rows = rows, .cols = cols, .row_bytes = row_bytes};
     out->count = count;
     out->stride = row_bytes * (uint64_t)rows;
-    account_view(b, t);
+    account_view(b, name, t);
     return DS4RT_OK;
 }
 
 /* Converted to f32 on the host, then uploaded (the host copy is freed). */
 static ds4rt_status to_f32(ds4rt_binder *b, const char *name, const ds4rt_gguf_tensor *t, int64_t n,
                            ds4rt_df32 *out) {
+    if (b->arena->dry) { /* the copy a load would make, counted, not made */
+        if (b->account != NULL) b->account->owned_bytes += (uint64_t)n * sizeof(float);
+        account_held(b, name, (uint64_t)n * sizeof(float));
+        *out = (ds4rt_df32){NULL, 0};
+        return DS4RT_OK;
+    }
     float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (v == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "tensor %s: %lld floats", name, (long long)n);
     ds4rt_status st = ds4rt_dequantize_row(t->type, t->data, n, v);
@@ -163,6 +177,7 @@ static ds4rt_status to_f32(ds4rt_binder *b, const char *name, const ds4rt_gguf_t
     free(v);
     if (st != DS4RT_OK) return ds4rt_fail_context(st, "tensor %s", name);
     if (b->account != NULL) b->account->owned_bytes += (uint64_t)n * sizeof(float);
+    account_held(b, name, (uint64_t)n * sizeof(float));
     TRY(arena_keep(b->arena, buf));
     *out = ds4rt_f32(buf);
     return DS4RT_OK;
@@ -218,6 +233,11 @@ static ds4rt_status bind_tid2eid(ds4rt_binder *b, const char *name, ds4rt_di32 *
         snprintf(want, sizeof want, "[%u, %u]", hp->n_expert_used, hp->n_vocab);
         return shape_error(name, t, want);
     }
+    if (b->arena->dry) { /* a plan reads no data: the ids are checked when the model loads */
+        *out = (ds4rt_di32){NULL, 0};
+        account_view(b, name, t);
+        return DS4RT_OK;
+    }
     const uint8_t *p = t->data;
     uint64_t n = (uint64_t)hp->n_expert_used * hp->n_vocab;
     for (uint64_t i = 0; i < n; i++) {
@@ -232,7 +252,7 @@ static ds4rt_status bind_tid2eid(ds4rt_binder *b, const char *name, ds4rt_di32 *
     ds4rt_dbytes at = mapped(b, t);
     if (at.off % 4 != 0) return ds4rt_fail(DS4RT_ERR_FORMAT, "tensor %s is not 4-byte aligned", name);
     *out = (ds4rt_di32){at.buf, at.off / 4};
-    account_view(b, t);
+    account_view(b, name, t);
     return DS4RT_OK;
 }
 

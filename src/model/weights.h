@@ -32,10 +32,14 @@ typedef struct ds4rt_weight_arena {
     uint64_t map_bytes;
     ds4rt_dbuf **bufs;
     size_t n, cap;
+    bool dry;                   /* a memory plan: shapes, types and bytes only (below) */
 } ds4rt_weight_arena;
 
-/* Maps g's data section on `be` (once per file). */
-ds4rt_status ds4rt_arena_init(ds4rt_weight_arena *a, ds4rt_backend *be, const ds4rt_gguf *g);
+/* Maps g's data section on `be` (once per file). `dry`: maps nothing and reads no tensor data
+ * (a file opened with ds4rt_gguf_open_header): every binding then checks names, shapes and
+ * types and accounts its bytes as a load would, but its tensors are "no tensor" views and
+ * nothing is uploaded. A dry binding only serves the memory plan; it never runs. */
+ds4rt_status ds4rt_arena_init(ds4rt_weight_arena *a, ds4rt_backend *be, const ds4rt_gguf *g, bool dry);
 void ds4rt_arena_free(ds4rt_weight_arena *a);
 
 /* What a load bound (the model's memory figures) and a per-tensor hook (its progress). */
@@ -45,6 +49,10 @@ typedef struct ds4rt_bind_account {
     uint64_t seen_bytes;     /* file bytes of every tensor bound so far */
     void (*on_tensor)(void *user, uint64_t seen_bytes); /* after each tensor; may be NULL */
     void *user;
+    /* after each tensor bound: its name and the bytes the load holds for it (its file bytes
+     * for a view, the f32 copy's for a converted vector); may be NULL */
+    void (*on_weight)(void *user, const char *name, uint64_t bytes);
+    void *weight_user;
 } ds4rt_bind_account;
 
 /* Binding context: the file, the shapes, the arena for owned vectors, the account (or NULL). */
