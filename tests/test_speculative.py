@@ -395,9 +395,9 @@ def test_an_always_wrong_drafter_is_only_probed_and_probes_get_rarer(model):
     # of probing under 1 %. Fixed model after the warm-up's miss: cost 0.3 + (0.8 + 0.2 * 3)
     # decode units for an expected 1 + 0.25 + 0.25^2 tokens (the prior still weighs in the
     # average acceptance), a loss of 0.39 decodes: 39 skipped cycles
-    gaps = [b["cycle"] - a["cycle"] - 1 for a, b in zip(drafting, drafting[1:])]
+    gaps = [b["cycle"] - a["cycle"] - 1 for a, b in zip(drafting[:-1], drafting[1:], strict=True)]
     assert drafting[0]["probe_gap"] == 39 and gaps[0] == 39
-    assert all(b >= min(2 * a, 256) for a, b in zip(gaps, gaps[1:]))
+    assert all(b >= min(2 * a, 256) for a, b in zip(gaps[:-1], gaps[1:], strict=True))
     assert len(drafting) / len(events) < 0.02
 
 
@@ -437,7 +437,8 @@ def test_the_skip_path_does_no_drafter_work(model, dspark):
         on_schedule=events.append,
     )
     assert events[0]["drafter_rows"] == min(window, len(toks))
-    assert all(e["drafter_rows"] == p["accepted"] + 1 for p, e in zip(events, events[1:]))
+    pairs = zip(events[:-1], events[1:], strict=True)
+    assert all(e["drafter_rows"] == p["accepted"] + 1 for p, e in pairs)
 
 
 def test_the_scheduler_remembers_a_drafter_between_generations(model, fl):

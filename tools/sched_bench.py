@@ -198,8 +198,9 @@ def main(argv=None) -> int:
     n_tok = sum(len(o) for o in refs)
     base = statistics.median(res[names[0]]["wall"])
     base_cpu = statistics.median(res[names[0]]["cpu"])
+    given = argv if argv is not None else sys.argv[1:]
     out = {
-        "command": " ".join(["tools/sched_bench.py"] + (argv if argv is not None else sys.argv[1:])),
+        "command": " ".join(["tools/sched_bench.py", *given]),
         "build": ds4rt.build_info(),
         "cpus_available": len(os.sched_getaffinity(0)),
         "pair": args.pair,
