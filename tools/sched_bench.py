@@ -119,13 +119,23 @@ def good_prompts(model, dspark, prompts, tokens, stop_at_eos, k):
 
 
 def predict(model, dspark, prompts, tokens, stop_at_eos):
-    """The cost model's speed-up of DSpark-always over plain decoding: from the schedule log's
-    measured unit costs (a decode, a proposal, a verify pass per width) and the cycles' drafts
-    and acceptance, time = sum of (proposal + verify of the cycle's width), against tokens x
-    the plain-decode time."""
+    """The cost model's speed-up of DSpark-always over plain decoding, two ways.
+
+    model: what the scheduler's own estimates say at the end of each generation (the schedule
+    log's last event): expected tokens per cycle from its per-position acceptance estimates x
+    the plain-decode time, over its proposal + verify(1 + block) estimates; averaged over the
+    prompts weighted by cycles. passes: the measured proposal and verify times of every cycle
+    (the same log) against tokens x the plain-decode time, i.e. the loop's time outside the
+    passes left out. The plain-decode time is measured on the same prompts without a drafter."""
+    decode = []
+    for p in prompts:
+        s = model.session(n_ctx=len(p) + tokens + 16, max_batch=32)
+        g = s.generate(p, max_tokens=tokens, stop_at_eos=stop_at_eos)
+        decode.append(g.timings.generation_seconds * 1e3 / max(len(g.ids), 1))
+    dec = statistics.median(decode)
     t_spec = 0.0
     n_tok = 0
-    decode = []
+    model_num = model_den = 0.0
     for p in prompts:
         ev = []
         s = model.session(n_ctx=len(p) + tokens + 16, max_batch=32)
@@ -141,13 +151,16 @@ def predict(model, dspark, prompts, tokens, stop_at_eos):
         n_tok += len(g.ids)
         for e in ev:
             t_spec += (e["propose_ms"] if e["propose_ms"] > 0 else 0.0) + e["verify_ms"]
-    # plain decode time per token, measured the same way (one-token passes)
-    for p in prompts:
-        s = model.session(n_ctx=len(p) + tokens + 16, max_batch=32)
-        g = s.generate(p, max_tokens=tokens, stop_at_eos=stop_at_eos)
-        decode.append(g.timings.generation_seconds * 1e3 / max(len(g.ids), 1))
-    dec = statistics.median(decode)
-    return {"predicted_speedup": n_tok * dec / t_spec, "decode_ms": dec, "tokens": n_tok}
+        full = max(e["planned"] for e in ev)  # the block, unless the tail cut every cycle
+        last = [e for e in ev if e["planned"] == full][-1]
+        model_num += len(ev) * last["expected_tokens"] * dec
+        model_den += len(ev) * (last["cost_propose"] + last["cost_verify"])
+    return {
+        "predicted_speedup_model": model_num / model_den,
+        "predicted_speedup_passes": n_tok * dec / t_spec,
+        "decode_ms": dec,
+        "tokens": n_tok,
+    }
 
 
 def main(argv=None) -> int:
