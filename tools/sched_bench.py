@@ -7,9 +7,9 @@
 Prints JSON. Per configuration: the median over repeats of the wall time and of the process
 CPU time of one round (every prompt once, greedy, a fresh session per prompt, as a server or a
 CLI run does), tokens/s and the ratio to plain decoding (the round's medians), with the load
-average before and after. Configurations are alternated round by round so that the load of
-the shared machine falls on all of them alike; greedy output is checked identical to plain
-decoding's.
+average before and after. Configurations are alternated round by round, their order rotated,
+so that the load of the shared machine falls on all of them alike; greedy output is checked
+identical to plain decoding's.
 
   plain             no drafter
   dspark-adaptive   DSpark, the default scheduler and threshold
@@ -200,8 +200,8 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()
     _, _, refs, _ = round_of(model, prompts, args.tokens, {}, stop_at_eos)  # warm-up, refs
     res = {n: {"wall": [], "cpu": [], "stats": None} for n in names}
-    for _ in range(args.repeats):
-        for n in names:
+    for r in range(args.repeats):
+        for n in names[r % len(names) :] + names[: r % len(names)]:  # rotated: no place bias
             w, c, outs, stats = round_of(model, prompts, args.tokens, configs[n], stop_at_eos, refs)
             if outs != refs:
                 raise SystemExit(f"{n}: greedy output differs from plain decoding")
