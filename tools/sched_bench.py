@@ -115,7 +115,7 @@ def good_prompts(model, dspark, prompts, tokens, stop_at_eos, k):
         st = s.spec_stats()
         scored.append((st["tokens"] / max(st["cycles"], 1), p))
     scored.sort(key=lambda x: -x[0])
-    return [p for _, p in scored[:k]]
+    return [p for _, p in scored[:k]], [t for t, _ in scored[:k]]
 
 
 def predict(model, dspark, prompts, tokens, stop_at_eos):
@@ -237,7 +237,7 @@ def main(argv=None) -> int:
         }
     out["load_after"] = os.getloadavg()
     if args.good:
-        good = good_prompts(model, dspark, prompts, args.tokens, stop_at_eos, args.good)
+        good, per_cycle = good_prompts(model, dspark, prompts, args.tokens, stop_at_eos, args.good)
         pred = predict(model, dspark, good, args.tokens, stop_at_eos)
         t = {"plain": [], "dspark-always": []}
         for _ in range(args.repeats):
@@ -248,6 +248,7 @@ def main(argv=None) -> int:
             t["dspark-always"]
         )
         pred["prompts"] = len(good)
+        pred["tokens_per_cycle"] = per_cycle
         out["prediction"] = pred
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")
