@@ -93,7 +93,16 @@ static double decode_cost(const ds4rt_sched *s) {
     return 1.0;
 }
 
+/* A pass over more tokens never costs less than a plain decode: a noisy (preempted) decode
+ * measurement must not make drafting look free, since while every cycle drafts the decode
+ * time is never measured again. */
+static double verify_cost_raw(const ds4rt_sched *s, int32_t width);
 static double verify_cost(const ds4rt_sched *s, int32_t width) {
+    double v = verify_cost_raw(s, width), unit = decode_cost(s);
+    return v > unit ? v : unit;
+}
+
+static double verify_cost_raw(const ds4rt_sched *s, int32_t width) {
     double unit = decode_cost(s);
     if (!s->p.measured_costs)
         return width == 1 ? unit : unit * (s->p.verify_cost_base + s->p.verify_cost_per_token * width);
