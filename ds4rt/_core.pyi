@@ -136,6 +136,7 @@ class _GenRun:
         draft: Callable[..., Any] | None = None,
         on_stats: Callable[[bytes, bool], None] | None = None,
         check_signals: bool = True,
+        on_schedule: Callable[[dict[str, Any]], None] | None = None,
     ) -> None: ...
 
 def _generate(

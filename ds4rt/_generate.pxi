@@ -24,6 +24,31 @@ cdef extern from "ds4rt.h":
                                        int32_t max_draft, int32_t *draft, float *probs,
                                        uint32_t n_vocab, int32_t *have_probs) noexcept
     ctypedef void (*ds4rt_stats_fn)(void *user, const ds4rt_spec_stats *stats, int final) noexcept
+    ctypedef struct ds4rt_schedule_event:
+        size_t size
+        uint64_t cycle
+        int64_t position
+        int32_t mode
+        int32_t max_draft
+        int32_t planned
+        int32_t probe
+        int32_t proposed
+        int32_t verified
+        int32_t accepted
+        int32_t reason
+        int32_t probe_gap
+        int32_t recalled
+        double cost_decode
+        double cost_propose
+        double cost_verify
+        double expected_tokens
+        double rate_plan
+        double rate_skip
+        double acceptance[16]
+        double propose_ms
+        double verify_ms
+        uint64_t drafter_rows
+    ctypedef void (*ds4rt_schedule_fn)(void *user, const ds4rt_schedule_event *event) noexcept
     ctypedef struct ds4rt_scheduler_params:
         size_t size
         ds4rt_scheduler_mode mode
@@ -46,6 +71,8 @@ cdef extern from "ds4rt.h":
         const ds4rt_scheduler_params *scheduler
         ds4rt_stats_fn on_stats
         void *stats_user
+        ds4rt_schedule_fn on_schedule
+        void *schedule_user
     ctypedef struct ds4rt_generate_params:
         size_t size
         int32_t max_tokens
@@ -101,16 +128,19 @@ cdef class _GenRun:
     cdef object handler
     cdef object draft
     cdef object on_stats
+    cdef object on_schedule
     cdef public object error
     cdef public bint cancel
     cdef bint check_signals
     cdef uint32_t n_vocab
     cdef _Session session
 
-    def __cinit__(self, handler, draft=None, on_stats=None, bint check_signals=True):
+    def __cinit__(self, handler, draft=None, on_stats=None, bint check_signals=True,
+                  on_schedule=None):
         self.handler = handler
         self.draft = draft
         self.on_stats = on_stats
+        self.on_schedule = on_schedule
         self.check_signals = check_signals
         self.error = None
         self.cancel = False
@@ -204,6 +234,33 @@ cdef void _stats_trampoline(void *user, const ds4rt_spec_stats *stats, int final
         run.on_stats(_stats_bytes(stats), bool(final))
     except BaseException as e:  # noqa: B036
         run.error = e
+
+
+_NO_DRAFT_REASONS = ("scheduler", "tail", "confidence", "not_ready", "op_unavailable", "no_room",
+                     "error", "scheduler_off", "empty")
+
+
+cdef void _schedule_trampoline(void *user, const ds4rt_schedule_event *e) noexcept with gil:
+    cdef _GenRun run = <_GenRun>user
+    if run.error is not None:
+        return
+    try:
+        run.on_schedule({
+            "cycle": e.cycle, "position": e.position,
+            "mode": ("adaptive", "always", "off")[e.mode], "max_draft": e.max_draft,
+            "planned": e.planned, "probe": bool(e.probe), "proposed": e.proposed,
+            "verified": e.verified, "accepted": e.accepted,
+            "reason": None if e.reason < 0 else _NO_DRAFT_REASONS[e.reason],
+            "probe_gap": e.probe_gap, "recalled": bool(e.recalled),
+            "cost_decode": e.cost_decode, "cost_propose": e.cost_propose,
+            "cost_verify": e.cost_verify, "expected_tokens": e.expected_tokens,
+            "rate_plan": e.rate_plan, "rate_skip": e.rate_skip,
+            "acceptance": [e.acceptance[i] for i in range(16)],
+            "propose_ms": e.propose_ms, "verify_ms": e.verify_ms,
+            "drafter_rows": e.drafter_rows,
+        })
+    except BaseException as ex:  # noqa: B036
+        run.error = ex
 
 
 cdef object _status_error(ds4rt_status st):
@@ -325,6 +382,9 @@ def _generate(_Session s, prompt, int64_t max_tokens, dict sampler, bint stop_at
                 if run.on_stats is not None:
                     sp.on_stats = _stats_trampoline
                     sp.stats_user = <void *>run
+                if run.on_schedule is not None:
+                    sp.on_schedule = _schedule_trampoline
+                    sp.schedule_user = <void *>run
                 p.spec = <const void *>&sp
             ov = out
             op = &ov[0]

@@ -246,6 +246,12 @@ def add_dspark_arguments(p: argparse.ArgumentParser) -> None:
         help="print the speculative stats line at the end (DS4_DSPARK_STATS=1)",
     )
     d.add_argument("--stats-json", action="store_true", help="print the stats as JSON at the end")
+    d.add_argument(
+        "--schedule-log",
+        metavar="FILE",
+        default=None,
+        help="write the scheduler's plan of every speculative cycle and why (JSON lines)",
+    )
 
 
 def env_on(name: str) -> bool:

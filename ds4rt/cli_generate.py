@@ -131,7 +131,20 @@ def run(args: argparse.Namespace) -> int:
         out = sys.stdout
         shown = False
         interrupted = False
-        with session.stream(prompt, opts, dspark=loaded.dspark) as stream:
+        log = None
+        if args.schedule_log is not None and loaded.dspark is not None:
+            try:
+                log = open(args.schedule_log, "w", encoding="utf-8")
+            except OSError as e:
+                raise UsageError(f"--schedule-log {args.schedule_log}: {e.strerror}") from None
+
+        def on_schedule(event: dict[str, Any]) -> None:
+            assert log is not None
+            log.write(json.dumps(event) + "\n")
+
+        with session.stream(
+            prompt, opts, dspark=loaded.dspark, on_schedule=on_schedule if log else None
+        ) as stream:
             try:
                 for piece in stream:
                     if not args.json and piece.text:
@@ -140,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
                         shown = True
             except KeyboardInterrupt:
                 interrupted = True
+        if log is not None:
+            log.close()
         r = stream.result
         assert r is not None
         if shown:

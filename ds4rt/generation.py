@@ -46,6 +46,7 @@ __all__ = [
     "Piece",
     "Prompt",
     "SchedulerOptions",
+    "ScheduleFn",
     "StatsFn",
     "StopReason",
     "Stream",
@@ -59,6 +60,9 @@ Prompt = Union[str, Sequence[int], "np.ndarray[Any, np.dtype[np.integer[Any]]]"]
 TokenFn = Callable[[int], bool | None]
 #: ``on_stats(stats, final)``: speculative statistics after every cycle and at the end.
 StatsFn = Callable[[dict[str, Any], bool], None]
+#: ``on_schedule(event)``: the scheduler's plan of a speculative cycle and its outcome (a dict
+#: of ds4rt_schedule_event's fields), after every cycle.
+ScheduleFn = Callable[[dict[str, Any]], None]
 #: A host drafter: ``draft(context_ids, max_draft)`` returns up to max_draft ids, or
 #: ``(ids, probs)`` with probs[i] (shape (len(ids), n_vocab)) the distribution ids[i] came from.
 DraftFn = Callable[
@@ -433,12 +437,19 @@ class _Call:
         on_stats: StatsFn | None,
         emit: Callable[[Piece], None] | None,
         check_signals: bool,
+        on_schedule: ScheduleFn | None = None,
     ):
         if dspark is not None and draft is not None:
             raise ValueError("give dspark= or draft=, not both")
         if dspark is not None and not hasattr(dspark, "_d"):
             raise TypeError(f"dspark must be a ds4rt.DSpark, not {type(dspark).__name__}")
-        for name, fn in (("draft", draft), ("on_token", on_token), ("on_stats", on_stats)):
+        callbacks = (
+            ("draft", draft),
+            ("on_token", on_token),
+            ("on_stats", on_stats),
+            ("on_schedule", on_schedule),
+        )
+        for name, fn in callbacks:
             if fn is not None and not callable(fn):
                 raise TypeError(f"{name} must be callable, not {type(fn).__name__}")
         self.session = session
@@ -449,7 +460,7 @@ class _Call:
         self.draft = draft
         self.handler = _Handler(session.model.tokenizer, opts, on_token, emit)
         stats_cb = make_stats_callback(on_stats) if on_stats is not None else None
-        self.run = _core._GenRun(self.handler, draft, stats_cb, check_signals)
+        self.run = _core._GenRun(self.handler, draft, stats_cb, check_signals, on_schedule)
 
     def __call__(self) -> GenerationResult:
         o = self.opts

@@ -30,6 +30,7 @@ from .generation import (
     GenerationOptions,
     GenerationResult,
     Prompt,
+    ScheduleFn,
     StatsFn,
     Stream,
     TokenFn,
@@ -301,6 +302,7 @@ class Session:
         on_token: TokenFn | None,
         on_stats: StatsFn | None,
         streaming: bool,
+        on_schedule: ScheduleFn | None = None,
     ) -> _Call:
         opts = resolve_options(options, overrides)
         if opts.stop and self.model.tokenizer is None:
@@ -313,6 +315,7 @@ class Session:
             draft=draft,
             on_token=on_token,
             on_stats=on_stats,
+            on_schedule=on_schedule,
             emit=None,
             check_signals=not streaming,
         )
@@ -327,6 +330,7 @@ class Session:
         draft: DraftFn | None = None,
         on_token: TokenFn | None = None,
         on_stats: StatsFn | None = None,
+        on_schedule: ScheduleFn | None = None,
         **overrides: Unpack[GenerationKwargs],
     ) -> GenerationResult:
         """Evaluates ``prompt`` (text or ids, appended to the context) and generates.
@@ -336,7 +340,8 @@ class Session:
         confidence_threshold, scheduler). Speculative decoding with ``dspark=`` (a
         ds4rt.DSpark) or ``draft=`` (a host drafter); greedy output is the same token for
         token. ``on_token(id)`` returning False stops; ``on_stats(stats, final)`` after every
-        speculative cycle and at the end.
+        speculative cycle and at the end; ``on_schedule(event)`` after every speculative cycle
+        with the scheduler's plan and why (a dict of ds4rt_schedule_event's fields).
 
         Ctrl-C stops generation after the current token (or pass of the prompt) and raises
         KeyboardInterrupt; an exception in a callback stops it at once and is re-raised. In
@@ -352,6 +357,7 @@ class Session:
             on_token=on_token,
             on_stats=on_stats,
             streaming=False,
+            on_schedule=on_schedule,
         )()
 
     def stream(
@@ -363,6 +369,7 @@ class Session:
         dspark: DSpark | None = None,
         draft: DraftFn | None = None,
         on_stats: StatsFn | None = None,
+        on_schedule: ScheduleFn | None = None,
         **overrides: Unpack[GenerationKwargs],
     ) -> Stream:
         """As generate(), but returns at once a Stream that yields Pieces (text and ids) as
@@ -378,6 +385,7 @@ class Session:
                 on_token=None,
                 on_stats=on_stats,
                 streaming=True,
+                on_schedule=on_schedule,
             )
         )
 

@@ -689,9 +689,13 @@ typedef struct ds4rt_scheduler_params {
     size_t size;             /* sizeof(ds4rt_scheduler_params) */
     ds4rt_scheduler_mode mode;
     int32_t max_draft;       /* cap on drafts per cycle; 0 = the drafter's block size */
-    int32_t warmup_cycles;   /* adaptive: cycles that always draft before the model decides (4) */
-    int32_t probe_min;       /* adaptive: skipped cycles before a probe proposal (4); doubles */
-    int32_t probe_max;       /*   after each unprofitable probe up to probe_max (64) */
+    int32_t warmup_cycles;   /* adaptive: cycles that always draft (a 2-token probe each)
+                                before the model decides (1; 4 of full blocks before 1.3) */
+    int32_t probe_min;       /* adaptive: skipped cycles before a probe proposal (4); after
+                                each unprofitable probe the gap at least doubles and is at
+                                least what keeps probing's expected loss under 1 % of the
+                                time, up to probe_max (256; 64 before 1.3) */
+    int32_t probe_max;       /*   (see probe_min) */
     float history_decay;     /* adaptive: weight of the past in acceptance/cost averages (0.9) */
     float confidence_weight; /* adaptive: weight of the drafter's confidences vs history (0.5) */
     int32_t measured_costs;  /* nonzero (default): time the passes; 0: use the fixed ratios below,
@@ -797,6 +801,40 @@ typedef struct ds4rt_spec_stats {
  * the session's cumulative statistics. */
 typedef void (*ds4rt_stats_fn)(void *user, const ds4rt_spec_stats *stats, int final);
 
+/* One speculative cycle as the scheduler saw it (ABI 1.3; spec.on_schedule): what it planned
+ * and why, then what happened. The library owns the struct; `size` is the library's sizeof, so
+ * a host built with a newer header checks it before reading a field appended later. Costs are
+ * the cost model's estimates when it planned: ms with measured costs, decode units with the
+ * fixed model (measured_costs = 0). */
+typedef struct ds4rt_schedule_event {
+    size_t size;
+    uint64_t cycle;            /* cycles of this generation before this one */
+    int64_t position;          /* context position of the anchor */
+    int32_t mode;              /* ds4rt_scheduler_mode */
+    int32_t max_draft;         /* drafts this cycle could verify (block, tail, room, max_batch) */
+    int32_t planned;           /* drafts asked of the drafter (0: none) */
+    int32_t probe;             /* 1: a warm-up or probe proposal (a measurement, verified whole) */
+    int32_t proposed;          /* drafts the drafter returned */
+    int32_t verified;          /* drafts verified (after the confidence cut and the trim) */
+    int32_t accepted;          /* drafts committed */
+    int32_t reason;            /* ds4rt_no_draft_reason when verified == 0, else -1 */
+    int32_t probe_gap;         /* adaptive: skipped cycles before the next probe, after this one */
+    int32_t recalled;          /* 1: the scheduler started this generation from what an earlier
+                                  one with the same drafter learned */
+    double cost_decode;        /* the cost model: a plain decode, */
+    double cost_propose;       /* a proposal, */
+    double cost_verify;        /* a verify pass of 1 + planned tokens */
+    double expected_tokens;    /* tokens the plan is expected to commit (the bonus included) */
+    double rate_plan;          /* expected tokens per cost unit of the plan, */
+    double rate_skip;          /* and of a plain decode */
+    double acceptance[DS4RT_MAX_DRAFT]; /* per-position acceptance estimates it planned with */
+    double propose_ms;         /* measured: the proposal (-1 if none), */
+    double verify_ms;          /* the verify pass */
+    uint64_t drafter_rows;     /* DSpark context rows computed in this cycle (fusion + KV) */
+} ds4rt_schedule_event;
+
+typedef void (*ds4rt_schedule_fn)(void *user, const ds4rt_schedule_event *event);
+
 typedef struct ds4rt_spec_params {
     size_t size;             /* sizeof(ds4rt_spec_params) */
     ds4rt_dspark *dspark;    /* the drafter: a DSpark support model, or */
@@ -810,6 +848,9 @@ typedef struct ds4rt_spec_params {
                                    embedded it by value; the library still reads that layout) */
     ds4rt_stats_fn on_stats;
     void *stats_user;
+    /* Fields below were appended in ABI 1.3. */
+    ds4rt_schedule_fn on_schedule; /* called after every cycle with its schedule, or NULL */
+    void *schedule_user;
 } ds4rt_spec_params;
 
 /* Fills *params with the defaults of a ds4rt_spec_params of `size` bytes (pass sizeof *params) and sets

@@ -281,7 +281,9 @@ def test_1_0_initialisers_fill_the_embedded_structs():
     v = old_view(s, "ds4rt_spec_params")
     assert abs(v.confidence_threshold - 0.5) < 1e-7
     assert v.scheduler.size == old.sizeof("ds4rt_scheduler_params")
-    assert v.scheduler.probe_max == 64 and v.scheduler.mode == lib.DS4RT_SCHEDULER_ADAPTIVE
+    # the library's current defaults (probe_max 256 since 1.3; the 1.0 library gave 64)
+    assert v.scheduler.probe_max == 256 and v.scheduler.mode == lib.DS4RT_SCHEDULER_ADAPTIVE
+    assert v.scheduler.warmup_cycles == 1
 
 
 def _run(env, params) -> list[int]:

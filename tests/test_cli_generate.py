@@ -105,6 +105,20 @@ def test_dspark_flags_print_the_stats_line(capsys):
     assert json.loads(err.splitlines()[0])["tokens"] == 4
 
 
+def test_schedule_log_writes_one_event_per_cycle(capsys, tmp_path):
+    log = tmp_path / "sched.jsonl"
+    args = ["-p", "class Stack:", "-n", "16", "--ignore-eos", "--stats-json"]
+    assert cli.main([*args, "--schedule-log", str(log)]) == 0
+    stats = json.loads(capsys.readouterr().err.splitlines()[-1])
+    events = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert len(events) == stats["cycles"] > 0
+    assert [e["cycle"] for e in events] == list(range(len(events)))
+    assert sum(e["accepted"] for e in events) == stats["accepted_draft"]
+    e = events[0]
+    assert e["mode"] == "adaptive" and e["planned"] >= 0 and len(e["acceptance"]) == 16
+    assert all(k in e for k in ("cost_decode", "cost_verify", "rate_plan", "rate_skip", "reason"))
+
+
 def test_dspark_is_on_by_default_for_the_embedded_pair_only(capsys, tmp_path_factory):
     assert cli.main(["-p", "Hi", "-n", "6", "--stats"]) == 0
     err = capsys.readouterr().err

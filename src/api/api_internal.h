@@ -82,6 +82,8 @@ struct ds4rt_session {
     ds4rt_drafter drafter;
     ds4rt_capture dcap;        /* written by the pass straight into the drafter's input */
     ds4rt_spec_stats stats;    /* cumulative over speculative generations */
+    struct ds4rt_sched_memory *host_sched; /* what the adaptive scheduler learned with the last
+                                  host drafter (scheduler.h); NULL until one ran */
     double last_snapshot_ms, last_upload_ms, last_layers_ms, last_head_ms, last_read_ms; /* stage timers of the last pass */
     char error[DS4RT_HANDLE_ERROR_CAP];
 };

@@ -14,6 +14,7 @@
 #include "api_internal.h"
 #include "dspark.h"
 #include "internal.h"
+#include "scheduler.h"
 
 static void dspark_params_defaults(void *out) {
     ds4rt_dspark_params *p = out;
@@ -108,6 +109,7 @@ DS4RT_API ds4rt_status ds4rt_dspark_load(const ds4rt_model *target, const char *
     d->model = target;
     d->target = &target->target;
     ds4rt_status st = ds4rt_dspark_bind(d, path, &p);
+    if (st == DS4RT_OK) st = ds4rt_sched_memory_create(&d->sched_mem);
     if (st == DS4RT_OK && p.self_test) st = self_test(d);
     if (st != DS4RT_OK) {
         ds4rt_dspark_free(d);
@@ -120,6 +122,7 @@ DS4RT_API ds4rt_status ds4rt_dspark_load(const ds4rt_model *target, const char *
 DS4RT_API void ds4rt_dspark_free(ds4rt_dspark *d) {
     if (d == NULL) return;
     ds4rt_dspark_release(d);
+    ds4rt_sched_memory_free(d->sched_mem);
     free(d);
 }
 

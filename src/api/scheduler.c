@@ -1,6 +1,9 @@
 /* scheduler.c - the adaptive / always / off draft-length policy (see scheduler.h). */
 #include "scheduler.h"
 
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "abi.h"
@@ -14,9 +17,9 @@ static void scheduler_params_defaults(void *out) {
     p->size = sizeof *p;
     p->mode = DS4RT_SCHEDULER_ADAPTIVE;
     p->max_draft = 0;
-    p->warmup_cycles = 4;
+    p->warmup_cycles = 1; /* a warm-up cycle is a probe: one is enough to start deciding */
     p->probe_min = 4;
-    p->probe_max = 64;
+    p->probe_max = 256;   /* the probe budget, not this cap, sets the gap of a useless drafter */
     p->history_decay = 0.9f;
     p->confidence_weight = 0.5f;
     p->measured_costs = 1;
@@ -90,7 +93,16 @@ static double decode_cost(const ds4rt_sched *s) {
     return 1.0;
 }
 
+/* A pass over more tokens never costs less than a plain decode: a noisy (preempted) decode
+ * measurement must not make drafting look free, since while every cycle drafts the decode
+ * time is never measured again. */
+static double verify_cost_raw(const ds4rt_sched *s, int32_t width);
 static double verify_cost(const ds4rt_sched *s, int32_t width) {
+    double v = verify_cost_raw(s, width), unit = decode_cost(s);
+    return v > unit ? v : unit;
+}
+
+static double verify_cost_raw(const ds4rt_sched *s, int32_t width) {
     double unit = decode_cost(s);
     if (!s->p.measured_costs)
         return width == 1 ? unit : unit * (s->p.verify_cost_base + s->p.verify_cost_per_token * width);
@@ -124,6 +136,7 @@ static double expected_tokens(const double *a, int32_t L) {
 
 #define MIN_TRIES 3
 #define PROBE_LEN 2 /* drafts of a probe: enough to see the first positions' acceptance */
+#define PROBE_BUDGET 0.01 /* the share of the time an unprofitable drafter's probes may lose */
 
 /* Per-position acceptance estimates for planning. */
 static void estimates(const ds4rt_sched *s, double *a) {
@@ -131,26 +144,53 @@ static void estimates(const ds4rt_sched *s, double *a) {
 }
 
 double ds4rt_sched_decode_ms(const ds4rt_sched *s) { return s->p.measured_costs ? decode_cost(s) : 0.0; }
+double ds4rt_sched_cost_decode(const ds4rt_sched *s) { return decode_cost(s); }
+double ds4rt_sched_cost_propose(const ds4rt_sched *s) { return propose_cost(s); }
+double ds4rt_sched_cost_verify(const ds4rt_sched *s, int32_t width) { return verify_cost(s, width); }
 
 static double rate(const ds4rt_sched *s, const double *a, int32_t L, bool proposal_paid) {
     double cost = L == 0 && !proposal_paid ? decode_cost(s) : propose_cost(s) + verify_cost(s, 1 + L);
     return expected_tokens(a, L) / cost;
 }
 
+/* The plan's figures for the schedule log (rates in tokens per cost unit). */
+static void note_plan(ds4rt_sched *s, const double *a, int32_t L) {
+    memcpy(s->plan_acc, a, sizeof s->plan_acc);
+    s->plan_decode = decode_cost(s);
+    s->plan_propose = L > 0 ? propose_cost(s) : 0.0;
+    s->plan_verify = verify_cost(s, 1 + L);
+    s->plan_rate_skip = rate(s, a, 0, false);
+    s->plan_rate = rate(s, a, L, false);
+    s->plan_expected = expected_tokens(a, L);
+}
+
+void ds4rt_sched_note_none(ds4rt_sched *s) {
+    double a[DS4RT_SCHED_MAX];
+    estimates(s, a);
+    note_plan(s, a, 0);
+}
+
 int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reason *reason, bool *probe) {
     *probe = false;
     s->probing = false;
-    if (s->p.mode == DS4RT_SCHEDULER_OFF) {
-        *reason = DS4RT_NO_DRAFT_SCHEDULER_OFF;
-        return 0;
-    }
-    if (max_draft <= 0) {
-        *reason = DS4RT_NO_DRAFT_TAIL;
-        return 0;
-    }
-    if (s->p.mode == DS4RT_SCHEDULER_ALWAYS || s->cycles < s->p.warmup_cycles) return max_draft;
     double a[DS4RT_SCHED_MAX];
     estimates(s, a);
+    if (s->p.mode == DS4RT_SCHEDULER_OFF || max_draft <= 0) {
+        note_plan(s, a, 0);
+        *reason = s->p.mode == DS4RT_SCHEDULER_OFF ? DS4RT_NO_DRAFT_SCHEDULER_OFF : DS4RT_NO_DRAFT_TAIL;
+        return 0;
+    }
+    if (s->p.mode == DS4RT_SCHEDULER_ALWAYS) {
+        note_plan(s, a, max_draft < DS4RT_SCHED_MAX ? max_draft : DS4RT_SCHED_MAX);
+        return max_draft;
+    }
+    if (s->cycles < s->p.warmup_cycles) { /* nothing measured yet: a warm-up cycle is a probe */
+        int32_t L = max_draft < PROBE_LEN ? max_draft : PROBE_LEN;
+        note_plan(s, a, L);
+        s->skip_run = 0;
+        *probe = s->probing = true;
+        return L;
+    }
     int32_t best = 0;
     double best_rate = rate(s, a, 0, false);
     for (int32_t L = 1; L <= max_draft && L <= DS4RT_SCHED_MAX; L++) {
@@ -162,13 +202,18 @@ int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reaso
     }
     if (best > 0) {
         s->skip_run = 0;
+        note_plan(s, a, best);
         return best;
     }
-    if (++s->skip_run >= s->probe_gap) { /* look again: acceptance or costs may have changed */
+    if (s->skip_run >= s->probe_gap) { /* look again: acceptance or costs may have changed */
         s->skip_run = 0;
         *probe = s->probing = true;
-        return max_draft < PROBE_LEN ? max_draft : PROBE_LEN; /* short: a probe is a measurement */
+        int32_t L = max_draft < PROBE_LEN ? max_draft : PROBE_LEN; /* short: a probe is a measurement */
+        note_plan(s, a, L);
+        return L;
     }
+    s->skip_run++;
+    note_plan(s, a, 0);
     *reason = DS4RT_NO_DRAFT_SCHEDULER;
     return 0;
 }
@@ -211,21 +256,96 @@ void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, doub
         s->have_propose = true;
     }
     /* position i was tried if every draft before it was accepted */
+    /* in the average over all positions (which stands in for the positions tried less than
+     * MIN_TRIES times) the uninformed prior counts as one observation, so one lucky draft does
+     * not make every position look certain */
     for (int32_t i = 0; i < drafted && i <= accepted && i < DS4RT_SCHED_MAX; i++) {
         double hit = i < accepted ? 1.0 : 0.0;
         ema(&s->acc[i], hit, k, s->tries[i]++);
-        ema(&s->acc_all, hit, k, s->tries_all++);
+        ema(&s->acc_all, hit, k, 1 + s->tries_all++);
     }
     if (s->probing) {
-        /* a probe that would not be chosen again doubles the wait before the next one */
+        /* a probe that would not be chosen again widens the wait before the next one: at least
+         * doubled, and at least the gap over whose plain decodes its expected loss stays under
+         * PROBE_BUDGET */
         double a[DS4RT_SCHED_MAX];
         estimates(s, a);
         bool pays = false;
         for (int32_t L = 1; L <= drafted && L <= DS4RT_SCHED_MAX; L++)
             pays |= rate(s, a, L, false) > rate(s, a, 0, false);
-        s->probe_gap = pays ? (s->p.probe_min > 0 ? s->p.probe_min : 1)
-                            : (s->probe_gap > s->p.probe_max / 2 ? s->p.probe_max : s->probe_gap * 2);
+        int32_t first = s->p.probe_min > 0 ? s->p.probe_min : 1;
+        if (pays) {
+            s->probe_gap = first;
+        } else {
+            /* a probe the drafter cut to nothing cost its proposal only */
+            double dec = decode_cost(s);
+            double loss = drafted == 0 ? propose_cost(s)
+                                       : propose_cost(s) + verify_cost(s, 1 + drafted) - dec * expected_tokens(a, drafted);
+            double want = loss > 0 ? ceil(loss / (PROBE_BUDGET * dec)) : 0.0;
+            double gap = 2.0 * s->probe_gap;
+            if (gap < want) gap = want;
+            if (gap < first) gap = first;
+            s->probe_gap = gap < s->p.probe_max ? (int32_t)gap : s->p.probe_max; /* NaN-safe */
+        }
         s->probing = false;
     }
     s->cycles++;
+}
+
+/* ---- memory between generations ------------------------------------------------------------ */
+
+struct ds4rt_sched_memory {
+    pthread_mutex_t mu;
+    bool valid;
+    const void *key;
+    ds4rt_draft_fn key_fn;
+    ds4rt_sched s;
+};
+
+ds4rt_status ds4rt_sched_memory_create(ds4rt_sched_memory **out) {
+    ds4rt_sched_memory *m = calloc(1, sizeof *m);
+    if (m == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "scheduler memory");
+    pthread_mutex_init(&m->mu, NULL);
+    *out = m;
+    return DS4RT_OK;
+}
+
+void ds4rt_sched_memory_free(ds4rt_sched_memory *m) {
+    if (m == NULL) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static bool remembers(const ds4rt_scheduler_params *p) {
+    return p->mode == DS4RT_SCHEDULER_ADAPTIVE && p->measured_costs;
+}
+
+static bool same_params(const ds4rt_scheduler_params *a, const ds4rt_scheduler_params *b) {
+    return a->mode == b->mode && a->max_draft == b->max_draft && a->warmup_cycles == b->warmup_cycles &&
+           a->probe_min == b->probe_min && a->probe_max == b->probe_max && a->history_decay == b->history_decay &&
+           a->confidence_weight == b->confidence_weight && a->measured_costs == b->measured_costs &&
+           a->verify_cost_base == b->verify_cost_base && a->verify_cost_per_token == b->verify_cost_per_token &&
+           a->propose_cost == b->propose_cost;
+}
+
+bool ds4rt_sched_recall(ds4rt_sched *s, ds4rt_sched_memory *m, const void *key, ds4rt_draft_fn key_fn) {
+    if (m == NULL || !remembers(&s->p)) return false;
+    pthread_mutex_lock(&m->mu);
+    bool hit = m->valid && m->key == key && m->key_fn == key_fn && same_params(&m->s.p, &s->p);
+    if (hit) {
+        *s = m->s;
+        s->probing = false;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return hit;
+}
+
+void ds4rt_sched_remember(const ds4rt_sched *s, ds4rt_sched_memory *m, const void *key, ds4rt_draft_fn key_fn) {
+    if (m == NULL || !remembers(&s->p) || s->cycles == 0) return;
+    pthread_mutex_lock(&m->mu);
+    m->s = *s;
+    m->key = key;
+    m->key_fn = key_fn;
+    m->valid = true;
+    pthread_mutex_unlock(&m->mu);
 }

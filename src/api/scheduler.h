@@ -5,13 +5,21 @@
  * of a proposal - and a per-position acceptance estimate (the chance the drafter's i-th token
  * is accepted given the ones before were). Before drafting it picks the length L maximising
  * expected tokens per unit of time, (1 + sum_j prod_{i<=j} a_i) / cost(L), with cost(0) a plain
- * decode; L = 0 skips the drafter. While skipping it probes now and then (after probe_min
- * skipped cycles, doubling up to probe_max while probes stay unprofitable) so it notices when
- * drafting pays again; a probe drafts only two tokens, since it measures the first positions'
- * acceptance and a long probe would cost what skipping saves. After a proposal (not a probe)
- * it trims the draft by walking positions in order and
- * stopping at the first one that lowers the expected rate (an early stop: admitting position j
- * never depends on later positions, so sampling stays exact).
+ * decode; L = 0 skips the drafter. The warm-up cycles and the probes draft two tokens: they
+ * are measurements (of the verify cost and the first positions' acceptance), and a long one
+ * would cost what skipping saves. While skipping it probes now and then: after probe_min
+ * skipped cycles, then - while probes stay unprofitable - after at least twice the last gap
+ * and at least the gap that keeps the expected loss of probing under PROBE_BUDGET of the time
+ * (its cost minus the tokens it is expected to give, over the gap's plain decodes), up to
+ * probe_max. After a proposal (not a probe) it trims the draft by walking positions in order
+ * and stopping at the first one that lowers the expected rate (an early stop: admitting
+ * position j never depends on later positions, so sampling stays exact).
+ *
+ * With measured costs, what a generation learned (costs, acceptance, the probe schedule) is
+ * kept for the next one with the same drafter (ds4rt_sched_memory): on the DSpark handle,
+ * shared by its sessions, or on the session for a host drafter. So short generations do not
+ * pay the warm-up and the early probes again. The fixed cost model (measured_costs = 0)
+ * starts every generation afresh, so its schedules stay reproducible.
  */
 #ifndef DS4RT_SCHEDULER_H
 #define DS4RT_SCHEDULER_H
@@ -41,12 +49,36 @@ typedef struct ds4rt_sched {
     int32_t skip_run;                /* consecutive cycles skipped */
     int32_t probe_gap;
     bool probing;                    /* the current proposal is a probe */
+    /* the last plan, for the schedule log */
+    double plan_rate_skip, plan_rate, plan_expected, plan_decode, plan_propose, plan_verify;
+    double plan_acc[DS4RT_SCHED_MAX];
 } ds4rt_sched;
+
+/* A scheduler's state kept between generations (thread-safe: sessions on several threads may
+ * share one DSpark handle). */
+typedef struct ds4rt_sched_memory ds4rt_sched_memory;
+
+ds4rt_status ds4rt_sched_memory_create(ds4rt_sched_memory **out);
+void ds4rt_sched_memory_free(ds4rt_sched_memory *m);
+/* Replaces *s (freshly initialised) by the state m holds for the same parameters and owner
+ * (`key`, `key_fn`: the drafter's handle, or a host drafter's user pointer and function); true
+ * if it did. Only adaptive schedulers with measured costs are remembered. */
+bool ds4rt_sched_recall(ds4rt_sched *s, ds4rt_sched_memory *m, const void *key, ds4rt_draft_fn key_fn);
+void ds4rt_sched_remember(const ds4rt_sched *s, ds4rt_sched_memory *m, const void *key, ds4rt_draft_fn key_fn);
+
+/* The cost model's current estimates (ms, or decode units with the fixed model): a plain
+ * decode, a proposal, a verify pass of `width` tokens. */
+double ds4rt_sched_cost_decode(const ds4rt_sched *s);
+double ds4rt_sched_cost_propose(const ds4rt_sched *s);
+double ds4rt_sched_cost_verify(const ds4rt_sched *s, int32_t width);
 
 void ds4rt_sched_init(ds4rt_sched *s, const ds4rt_scheduler_params *p);
 
 /* Draft length to ask for, <= max_draft; 0 with *reason set when not drafting. */
 int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reason *reason, bool *probe);
+
+/* A cycle that could not draft (tail, no room): the schedule log shows no plan for it. */
+void ds4rt_sched_note_none(ds4rt_sched *s);
 
 /* Length to verify of a proposal of n tokens whose confidences are conf[0..n) (NULL if the
  * drafter gives none). */

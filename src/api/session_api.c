@@ -7,6 +7,7 @@
 #include "abi_1_0.h"
 #include "api_internal.h"
 #include "internal.h"
+#include "scheduler.h"
 
 ds4rt_status ds4rt_session_error(ds4rt_session *s, ds4rt_status st) {
     if (st != DS4RT_OK && s != NULL) ds4rt_copy_last_error(s->error, sizeof s->error);
@@ -93,6 +94,7 @@ DS4RT_API void ds4rt_session_free(ds4rt_session *s) {
     free(s->cap_rows);
     free(s->trace_buf);
     free(s->tokens);
+    ds4rt_sched_memory_free(s->host_sched);
     free(s);
 }
 

@@ -42,6 +42,9 @@ typedef struct spec_run {
     int32_t *work_idx;      /* [V] */
     int32_t *host_draft;    /* [block] */
     ds4rt_spec_stats *st;
+    ds4rt_sched_memory *mem; /* where the scheduler's state is kept between generations */
+    bool recalled;           /* it started from a kept state */
+    uint64_t cycle;          /* cycles of this generation */
 } spec_run;
 
 static void free_run(spec_run *r) {
@@ -88,6 +91,8 @@ static void dspark_draft(spec_run *r, int32_t anchor, int32_t L, draft *out) {
     ds4rt_status rc = ds4rt_drafter_propose(&s->drafter, anchor, L, r->sp.confidence_threshold,
                                             r->sample ? r->gp->sampler : NULL, u, r->work_val, r->work_idx, r->sample,
                                             &prop);
+    st->prop_stage0 += prop.ms_fusion; /* lazy context rows, computed for this proposal */
+    st->prop_cache += prop.ms_rows;
     st->prop_setup += prop.ms_setup;
     st->prop_chain += prop.ms_chain;
     for (uint32_t i = 0; i < DS4RT_DSPARK_MAX_STAGES; i++) st->stage_ms[i] += prop.ms_stage[i];
@@ -212,6 +217,38 @@ static void count_cycle(spec_run *r, const draft *dft, int32_t n, double propose
     else if (propose_ms > 0) st->net_saved -= propose_ms;
 }
 
+/* The schedule log's event of a cycle (spec.on_schedule). */
+static void log_schedule(spec_run *r, int64_t anchor_pos, int32_t max_d, int32_t planned, bool probe, int32_t proposed,
+                         const draft *dft, int32_t accepted, double propose_ms, double verify_ms, uint64_t rows) {
+    const ds4rt_sched *sc = &r->sched;
+    ds4rt_schedule_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.size = sizeof ev;
+    ev.cycle = r->cycle;
+    ev.position = anchor_pos;
+    ev.mode = (int32_t)sc->p.mode;
+    ev.max_draft = max_d;
+    ev.planned = planned;
+    ev.probe = probe;
+    ev.proposed = proposed;
+    ev.verified = dft->n;
+    ev.accepted = accepted;
+    ev.reason = dft->n > 0 ? -1 : (int32_t)dft->reason;
+    ev.probe_gap = sc->probe_gap;
+    ev.recalled = r->recalled;
+    ev.cost_decode = sc->plan_decode;
+    ev.cost_propose = sc->plan_propose;
+    ev.cost_verify = sc->plan_verify;
+    ev.expected_tokens = sc->plan_expected;
+    ev.rate_plan = sc->plan_rate;
+    ev.rate_skip = sc->plan_rate_skip;
+    for (int32_t i = 0; i < DS4RT_MAX_DRAFT; i++) ev.acceptance[i] = sc->plan_acc[i];
+    ev.propose_ms = propose_ms;
+    ev.verify_ms = verify_ms;
+    ev.drafter_rows = rows;
+    r->sp.on_schedule(r->sp.schedule_user, &ev);
+}
+
 /* Emits a token; returns false when generation must stop after it. */
 static bool emit(spec_run *r, int32_t tok, int32_t *out, size_t *n_out, size_t limit) {
     out[(*n_out)++] = tok;
@@ -240,12 +277,15 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
         double propose_ms = -1.0;
         bool probe = false;
         int32_t L = 0;
+        uint64_t rows0 = r->d != NULL ? s->drafter.rows_done : 0;
         if (max_d <= 0) {
             dft.reason = tail ? DS4RT_NO_DRAFT_TAIL : DS4RT_NO_DRAFT_NO_ROOM;
             if (tail) st->tail_skips++;
+            ds4rt_sched_note_none(&r->sched);
         } else {
             L = ds4rt_sched_plan(&r->sched, (int32_t)max_d, &dft.reason, &probe);
         }
+        int32_t proposed = 0;
         if (L > 0) {
             if (probe) st->probes++;
             double t0 = ds4rt_now_ms();
@@ -253,6 +293,7 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
             else host_draft(r, anchor, L, &dft);
             propose_ms = ds4rt_now_ms() - t0;
             st->propose += propose_ms;
+            proposed = dft.n;
             /* a probe is verified whole: trimming it by the estimate it is meant to test would
              * keep that estimate from ever changing */
             int32_t keep = probe ? dft.n : ds4rt_sched_trim(&r->sched, dft.have_conf ? dft.conf : NULL, dft.n);
@@ -296,6 +337,10 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
             }
         }
         count_cycle(r, &dft, n, propose_ms, verify_ms);
+        if (r->sp.on_schedule)
+            log_schedule(r, p_next, max_d > 0 ? (int32_t)max_d : 0, L, probe, proposed, &dft, n, propose_ms, verify_ms,
+                         r->d != NULL ? s->drafter.rows_done - rows0 : 0);
+        r->cycle++;
         if (r->sp.on_stats) r->sp.on_stats(r->sp.stats_user, st, 0);
         /* a stop at accepted draft j (on_token said no: a stop string, a callback, Ctrl-C)
          * ends the output there, and the context with it: drafts j+1.. are dropped, and d_j,
@@ -346,6 +391,8 @@ static void read_1_0(const void *legacy, void *lib) {
     p->scheduler = (const ds4rt_scheduler_params *)(const void *)&o->scheduler;
     p->on_stats = o->on_stats;
     p->stats_user = o->stats_user;
+    p->on_schedule = NULL;
+    p->schedule_user = NULL;
 }
 
 static void init_1_0(void *legacy) {
@@ -413,6 +460,13 @@ ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt,
     ds4rt_rng_seed(&r.rng, gp->sampler->seed);
     ds4rt_sched_init(&r.sched, sp->scheduler);
     r.block = block;
+    /* what an earlier generation with this drafter learned (costs, acceptance, probe gap) */
+    const void *mem_key = r.d != NULL ? (const void *)r.d : sp->draft_user;
+    ds4rt_draft_fn mem_fn = r.d != NULL ? NULL : sp->draft_fn;
+    if (r.d != NULL) r.mem = r.d->sched_mem;
+    else if (s->host_sched != NULL || ds4rt_sched_memory_create(&s->host_sched) == DS4RT_OK) r.mem = s->host_sched;
+    else return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "scheduler memory");
+    r.recalled = ds4rt_sched_recall(&r.sched, r.mem, mem_key, mem_fn);
     /* the prompt's tokens and room, checked before the drafter is attached */
     ds4rt_status st = ds4rt_session_check_tokens(s, prompt, n_prompt);
     if (st != DS4RT_OK) return st;
@@ -431,6 +485,7 @@ ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt,
     size_t limit = (size_t)gp->max_tokens;
     if (limit > cap) limit = cap;
     if (st == DS4RT_OK && limit > 0) st = run_loop(&r, out, limit, n_out);
+    if (st == DS4RT_OK) ds4rt_sched_remember(&r.sched, r.mem, mem_key, mem_fn);
     if (sp->on_stats) sp->on_stats(sp->stats_user, &s->stats, 1);
     free_run(&r);
     return st;

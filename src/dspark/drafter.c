@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_impl.h"
 #include "block.h"
 #include "dspark.h"
 #include "internal.h"
@@ -78,6 +79,12 @@ ds4rt_status ds4rt_drafter_create(const struct ds4rt_dspark *d, ds4rt_bctx *ctx,
         return ds4rt_fail_context(st, "DSpark drafter buffers");
     }
     layout(dr->buf, dr);
+    dr->lazy = ctx->be->entry == &ds4rt_cpu_backend_entry;
+    if (dr->lazy &&
+        (dr->cap_ring = malloc((size_t)ring_cap(dr) * d->n_tgt * hp->n_embd * sizeof(float))) == NULL) {
+        ds4rt_drafter_free(dr);
+        return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "DSpark drafter captures");
+    }
     return DS4RT_OK;
 }
 
@@ -85,12 +92,16 @@ void ds4rt_drafter_free(ds4rt_drafter *dr) {
     if (dr->ctx != NULL && dr->buf != NULL) dr->ctx->ops->release(dr->ctx->be, dr->buf);
     ds4rt_acts_free(&dr->acts);
     free(dr->host_rows);
+    free(dr->cap_ring);
     memset(dr, 0, sizeof *dr);
 }
 
 void ds4rt_drafter_reset(ds4rt_drafter *dr) { ds4rt_drafter_restart(dr, 0); }
 
-void ds4rt_drafter_restart(ds4rt_drafter *dr, int64_t base) { dr->base = dr->end = dr->start = base; }
+void ds4rt_drafter_restart(ds4rt_drafter *dr, int64_t base) {
+    dr->base = dr->end = dr->start = base;
+    dr->kv_start = dr->kv_end = base;
+}
 
 ds4rt_capture ds4rt_drafter_capture(const ds4rt_drafter *dr) {
     const uint64_t D = dr->d->target->hp.n_embd;
@@ -101,18 +112,13 @@ ds4rt_capture ds4rt_drafter_capture(const ds4rt_drafter *dr) {
 
 /* ---- context rows -------------------------------------------------------------------------- */
 
-ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int64_t first, int64_t m,
-                                  double *ms_fusion, double *ms_rows) {
+/* Fusion and KV rows of m positions from pos0 on, whose captures are in dr->cat rows 0..m-1;
+ * `in` gives their positions. */
+static ds4rt_status context_rows(ds4rt_drafter *dr, ds4rt_dpass in, int64_t m, double *ms_fusion, double *ms_rows) {
     const struct ds4rt_dspark *d = dr->d;
     const ds4rt_hparams *hp = &d->target->hp;
     ds4rt_bctx *ctx = dr->ctx;
     const ds4rt_backend_ops *o = ctx->ops;
-    if (first != dr->end)
-        return ds4rt_fail(DS4RT_ERR_STATE, "DSpark context rows end at position %lld; cannot append position %lld",
-                          (long long)dr->end, (long long)first);
-    if (m < 0 || m > dr->max_batch)
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "DSpark commit of %lld rows (at most %lld)", (long long)m,
-                          (long long)dr->max_batch);
     ds4rt_stage_clock clk;
     TRY(ds4rt_clock_start(&clk, ctx));
     TRY(o->matmul(ctx, &d->main_proj, dr->cat, m, dr->main_x));
@@ -121,13 +127,76 @@ ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int6
     for (uint32_t s = 0; s < d->n_stages; s++) {
         /* the context row never enters the residual stream: kv_norm_s(wkv_s(main_x)) only, at
          * the target pass's positions */
-        TRY(ds4rt_block_kv_rows(ctx, hp, target_in, m, &d->stages[s].attn, &d->rope, d->sim_fp8, dr->main_x,
-                                dr->acts.kv));
-        TRY(o->kv_store(ctx, target_in, m, hp->head_dim, dr->acts.kv, stage_ring(dr, s), (uint32_t)ring_cap(dr)));
+        TRY(ds4rt_block_kv_rows(ctx, hp, in, m, &d->stages[s].attn, &d->rope, d->sim_fp8, dr->main_x, dr->acts.kv));
+        TRY(o->kv_store(ctx, in, m, hp->head_dim, dr->acts.kv, stage_ring(dr, s), (uint32_t)ring_cap(dr)));
     }
     TRY(ds4rt_clock_lap(&clk, ms_rows));
+    dr->rows_done += (uint64_t)m;
+    return DS4RT_OK;
+}
+
+ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int64_t first, int64_t m,
+                                  double *ms_fusion, double *ms_rows) {
+    if (first != dr->end)
+        return ds4rt_fail(DS4RT_ERR_STATE, "DSpark context rows end at position %lld; cannot append position %lld",
+                          (long long)dr->end, (long long)first);
+    if (m < 0 || m > dr->max_batch)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "DSpark commit of %lld rows (at most %lld)", (long long)m,
+                          (long long)dr->max_batch);
+    if (dr->lazy) { /* keep the captures only: a host copy of m rows */
+        const uint64_t row = (uint64_t)dr->d->n_tgt * dr->d->target->hp.n_embd;
+        const int64_t cap = ring_cap(dr);
+        double t0 = ds4rt_now_ms();
+        for (int64_t done = 0; done < m;) {
+            int64_t slot = (first + done) % cap;
+            int64_t k = m - done < cap - slot ? m - done : cap - slot;
+            TRY(ds4rt_download_f32(dr->ctx, ds4rt_f32_at(dr->cat, (uint64_t)done * row), (uint64_t)k * row,
+                                   dr->cap_ring + (size_t)slot * row));
+            done += k;
+        }
+        *ms_fusion = 0.0;
+        *ms_rows = ds4rt_now_ms() - t0;
+    } else {
+        TRY(context_rows(dr, target_in, m, ms_fusion, ms_rows));
+        if (dr->kv_end != first) dr->kv_start = first;
+        dr->kv_end = first + m;
+    }
     dr->end = first + m;
     if (dr->end - dr->start > ring_cap(dr)) dr->start = dr->end - ring_cap(dr);
+    if (dr->end - dr->kv_start > ring_cap(dr)) dr->kv_start = dr->end - ring_cap(dr);
+    return DS4RT_OK;
+}
+
+/* Lazy: the context rows a proposal reads - positions max(base, end - window) .. end - 1 -
+ * computed from the kept captures where `ring` lacks them, in chunks the input block holds. */
+static ds4rt_status catch_up(ds4rt_drafter *dr, double *ms_fusion, double *ms_rows) {
+    *ms_fusion = *ms_rows = 0.0;
+    if (!dr->lazy) return DS4RT_OK;
+    const struct ds4rt_dspark *d = dr->d;
+    int64_t lo = dr->end - (int64_t)d->window;
+    if (lo < dr->base) lo = dr->base;
+    if (lo < dr->start) return ds4rt_fail(DS4RT_ERR_INTERNAL, "DSpark: the capture of position %lld is gone", (long long)lo);
+    int64_t from = lo >= dr->kv_start && lo <= dr->kv_end ? dr->kv_end : lo; /* extend, or start anew */
+    if (from >= dr->end) return DS4RT_OK;
+    const uint64_t row = (uint64_t)d->n_tgt * d->target->hp.n_embd;
+    const int64_t cap = ring_cap(dr);
+    int64_t chunk = 2 * (int64_t)d->block_size + 1; /* ids the drafter's input block holds */
+    if (chunk > dr->max_batch) chunk = dr->max_batch;
+    static const int32_t zeros[2 * DS4RT_DSPARK_MAX_BLOCK + 1]; /* the rows' ids are not read */
+    for (int64_t q = from; q < dr->end;) {
+        int64_t m = dr->end - q < chunk ? dr->end - q : chunk;
+        for (int64_t i = 0; i < m; i++)
+            TRY(dr->ctx->ops->upload(dr->ctx, dr->cat.buf, (dr->cat.off + (uint64_t)i * row) * 4,
+                                     dr->cap_ring + (size_t)((q + i) % cap) * row, row * 4));
+        TRY(ds4rt_pass_upload(dr->ctx, dr->acts.in, q, dr->base, zeros, m));
+        double f, r;
+        TRY(context_rows(dr, dr->acts.in, m, &f, &r));
+        *ms_fusion += f;
+        *ms_rows += r;
+        q += m;
+    }
+    if (from != dr->kv_end) dr->kv_start = from;
+    dr->kv_end = dr->end;
     return DS4RT_OK;
 }
 
@@ -141,6 +210,8 @@ ds4rt_status ds4rt_drafter_crop(ds4rt_drafter *dr, int64_t end) {
                           (long long)end, (long long)need);
     dr->end = end;
     if (dr->start > end) dr->start = end;
+    if (dr->kv_end > end) dr->kv_end = end;
+    if (dr->kv_start > dr->kv_end) dr->kv_start = dr->kv_end;
     return DS4RT_OK;
 }
 
@@ -170,6 +241,7 @@ ds4rt_status ds4rt_drafter_propose(ds4rt_drafter *dr, int32_t anchor, int32_t ma
     const int64_t p = dr->end - 1;
     if (max_draft > B) max_draft = (int32_t)B;
 
+    TRY(catch_up(dr, &out->ms_fusion, &out->ms_rows));
     /* stage timers are backend time between marks (backend.h): on a GPU, device events */
     ds4rt_stage_clock clk;
     TRY(ds4rt_clock_start(&clk, ctx));

@@ -58,6 +58,8 @@ struct ds4rt_dspark {
     ds4rt_rope rope;                /* dense parameters */
     bool sim_fp8;
     char tensor_types[160];         /* "main_proj=Q8_0 markov=BF16 ..." for messages */
+    struct ds4rt_sched_memory *sched_mem; /* what the adaptive scheduler learned with this drafter,
+                                        kept between generations (scheduler.h); mutable */
     ds4rt_weight_arena arena;
 };
 
@@ -87,6 +89,15 @@ typedef struct ds4rt_drafter {
     ds4rt_df32 conf;         /* [B] */
     ds4rt_di32 bad;          /* [1] non-finite count */
     float *host_rows;        /* [B][V] corrected rows read back when a caller needs them */
+    uint64_t rows_done;      /* context rows computed (fusion + KV), for the schedule log */
+    /* Lazy context rows (the CPU backend, where the captures are host memory): a pass only
+     * keeps its captured rows (cap_ring); the fusion and KV rows of the last `window`
+     * positions are computed when a proposal needs them, so cycles that do not draft do no
+     * drafter work. Positions [kv_start, kv_end) have KV rows in `ring`. On a GPU every pass
+     * computes its rows (eager): keeping captures there would cost a read-back per pass. */
+    bool lazy;
+    float *cap_ring;         /* [window + max_batch][n_tgt*D]; position q at slot q % cap */
+    int64_t kv_start, kv_end;
 } ds4rt_drafter;
 
 /* Output of one proposal. corrected[i] are the Markov-corrected logits the draft token i was
@@ -101,6 +112,7 @@ typedef struct ds4rt_proposal {
                                                filled when the proposal was asked for them */
     /* stage timers: backend time in ms (device events on a GPU, backend.h) */
     double ms_setup, ms_chain, ms_stage[DS4RT_DSPARK_MAX_STAGES], ms_hidden, ms_conf0, ms_logits, ms_markov;
+    double ms_fusion, ms_rows;              /* lazy context rows computed for this proposal */
 } ds4rt_proposal;
 
 /* Reads, validates and binds the support file at `path` for d->target (d->model and d->target
@@ -124,10 +136,11 @@ void ds4rt_drafter_reset(ds4rt_drafter *dr);
 /* The capture the target pass must write for this drafter: straight into dr->cat. */
 ds4rt_capture ds4rt_drafter_capture(const ds4rt_drafter *dr);
 
-/* Appends the context rows of positions first .. first+m-1 (the target pass just run, whose
- * input block `target_in` gives the positions) from the captured rows in dr->cat. first must
- * equal dr->end. Backend time of main_proj + main_norm in *ms_fusion, of the context rows in
- * *ms_rows. */
+/* Appends positions first .. first+m-1 (the target pass just run, whose input block
+ * `target_in` gives the positions) from the captured rows in dr->cat: their context rows
+ * (eager), or only the captures (lazy; the rows come at the next proposal). first must equal
+ * dr->end. Backend time of main_proj + main_norm in *ms_fusion, of the context rows in
+ * *ms_rows (of the copy of the captures, lazy). */
 ds4rt_status ds4rt_drafter_commit(ds4rt_drafter *dr, ds4rt_dpass target_in, int64_t first, int64_t m,
                                   double *ms_fusion, double *ms_rows);
 
