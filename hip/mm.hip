@@ -1608,9 +1608,10 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
         launch_qt(w, a, n_grid_rows, 1, s);
     } else if (EXPERTS && aligned && w->type == T_IQ2_XXS) {
-        /* split block terms (mm_qs_kernel). Q2_K is not taken here: its mm_qs_kernel<Q2_K> measured
-         * no faster at n = 1 (106 against 105 us a decode) and slower at n = 8 (733 against 642) on
-         * the H200, 2026-12-03, so its expert stacks keep mm_q_kernel (docs/PERFORMANCE.md) */
+        /* split block terms (mm_qs_kernel). Q2_K is not taken here: the kernel's first, 16-thread
+         * Q2_K form measured no faster at n = 1 (106 against 105 us a decode) and slower at n = 8
+         * (733 against 642) on the H200, 2026-12-03; its present 4-thread form is not measured yet,
+         * so Q2_K expert stacks keep mm_q_kernel (docs/PERFORMANCE.md, "The fourth kernel round") */
         a.nb = w->cols / block_elems(w->type);
         if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
         const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows);
