@@ -542,7 +542,15 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, Any]:
     if progress:
         progress("loaded", 0.0)
     try:
-        plan = memory_plan(target, n_ctx=max(cfg.contexts), support=support, n_threads=cfg.threads)
+        # the sessions' own batch size (the modes' sessions below), so the plan's scratch is theirs
+        max_batch = max(32, (dspark.block_size + 1) if dspark else 0)
+        plan = memory_plan(
+            target,
+            n_ctx=max(cfg.contexts),
+            max_batch=max_batch,
+            support=support,
+            n_threads=cfg.threads,
+        )
         bw = cfg.bandwidth_gbs
         bw_measured = bw is None
         if bw is None:
@@ -587,7 +595,6 @@ def run(cfg: BenchConfig, progress: Progress | None = None) -> dict[str, Any]:
             r["floor_bytes"] = floor[r["n"]]["bytes"]
             r["of_floor"] = floor[r["n"]]["ms"] / r["ms"]["median"]
         left = 1.0 - SHARES["verify"]
-        max_batch = max(32, (dspark.block_size + 1) if dspark else 0)
         report["contexts"] = context_costs(
             model,
             cfg.contexts,

@@ -24,9 +24,8 @@ from typing import Any
 from . import _core, data
 from ._args import int_arg
 
-__all__ = ["CACHE_POLICIES", "memory_plan"]
+__all__ = ["memory_plan"]
 
-CACHE_POLICIES = ("off", "auto", "on")
 INT32_MAX = 2**31 - 1
 
 
