@@ -140,11 +140,15 @@ typedef struct ds4rt_gk_attn_keys {
     uint32_t sel_stride;
 } ds4rt_gk_attn_keys;
 
+/* The largest head dimension ds4rt_gk_attention takes (the GPU backend refuses a model with
+ * wider heads at load). */
+uint32_t ds4rt_gk_attention_max_dim(void);
 /* Scratch for n rows of `heads` heads of `dim` (the split-key partial results). */
 size_t ds4rt_gk_attention_scratch_bytes(int64_t n, uint32_t heads, uint32_t dim);
 /* out[i][h] = softmax-with-sink(q[i][h] . keys / sqrt(dim)) . keys over the keys k describes
  * for row i (pos0, base from d_pass); d_sinks [heads]; q, out [n][heads*dim]; d_out may alias
- * d_q. dim <= 4096. */
+ * d_q. dim <= ds4rt_gk_attention_max_dim() (a lane holds its share of a query and its weighted
+ * values in registers). */
 int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_gk_attn_keys *k,
                        const float *d_sinks, const float *d_q, float *d_out, void *d_scratch, size_t scratch_bytes,
                        void *stream);

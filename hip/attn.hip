@@ -826,27 +826,28 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
 
 /* Split-key ("flash decoding") attention. The keys of a row are cut into ATT_SPLITS chunks of
  * max(ATT_MIN_CHUNK, ceil(n_keys / ATT_SPLITS)) keys: the chunking depends on the row's own
- * key count only, never on the batch. Block (split s, head group, row i) runs an online
- * softmax over its chunk for up to ATT_HG heads, with tiles of ATT_TK keys in shared memory
- * that every head of the group reuses (K = V), and leaves (max, sum, weighted values); the
- * combine kernel folds the splits and the sink in split order. */
+ * key count only, never on the batch. Block (split s, head h, row i) has ATT_WARPS warps; warp
+ * w takes keys k0 + w, k0 + w + ATT_WARPS, ... of the chunk and keeps its own online softmax
+ * with the query and the weighted values in registers (lane l holds dims l + j * DS4RT_WARP),
+ * so a key costs one coalesced row load, a warp dot and no block barrier. The warps are then
+ * merged in warp order into the split's (max, sum, weighted values), and the combine kernel
+ * folds the splits and the sink in split order.
+ *
+ * The first version kept 8 heads per block with key tiles in shared memory (each key read once
+ * per 8 heads); at a decode's ~65 keys only 5 of its splits had work and each spent ~47 us in
+ * barrier-separated serial steps (Nsight Compute on the H200, docs/PERFORMANCE.md). Reading
+ * a key once per head costs L2 traffic only: the keys of a decode are ~130 KB. */
 #define ATT_SPLITS 32
 #define ATT_MIN_CHUNK 16
-#define ATT_HG 8      /* heads per block */
-#define ATT_TK 8      /* keys per tile */
-#define ATT_DSL 512   /* dims of a key tile slice in shared memory */
-#define ATT_QMAX 4096 /* ATT_HG * dim floats of queries in shared memory (dim <= 4096) */
-#define ATT_THREADS (4 * DS4RT_WARP) /* the launch: 128 or 256 threads */
-/* Device-side sizes do not depend on DS4RT_WARP (hipcc's host pass may see another wavefront
- * size than the device pass): they hold for any launch of 128..ATT_MAX_THREADS threads. */
-#define ATT_MAX_THREADS 256
-#define ATT_OPT 32 /* output values a thread accumulates: ATT_QMAX / 128 */
-#define ATT_PAIRS (ATT_HG * ATT_TK)
+#define ATT_WARPS 4
+#define ATT_THREADS (ATT_WARPS * DS4RT_WARP)
+#define ATT_DMAX 1024 /* dims a lane's registers hold: ATT_DPL_MAX * 32 */
+#define ATT_DPL_MAX 32
 
 typedef struct attn_args {
     const void *pass;
     int64_t n;
-    uint32_t heads, dim, hg;
+    uint32_t heads, dim;
     float scale;
     const float *ring;
     uint32_t ring_cap, window;
@@ -893,212 +894,140 @@ __device__ const float *key_row(const attn_args &a, const key_list &kl, int64_t 
     return a.comp + (size_t)j * a.dim;
 }
 
-/* The tile's scores: 2 heads x 2 keys per thread (a quarter of the shared-memory reads of one
- * dot per thread), each dot split over the P = blockDim / 16 threads of its micro-tile and
- * summed in part order. */
-#define ATT_MICRO 16 /* (ATT_HG / 2) x (ATT_TK / 2) micro-tiles */
-#define ATT_KS (ATT_DSL + 4) /* key row stride: rows 2 apart fall 8 banks apart */
-/* Values, when dim = dpt * blockDim with dpt <= ATT_FDPT: thread t owns dims t + j * blockDim
- * of every head of the group, and reads each key value once for all heads. */
-#define ATT_FDPT (ATT_OPT / ATT_HG)
+/* Lane l's DPL elements l + j * DS4RT_WARP of a dim-float row (zero past dim). */
+template <int DPL> __device__ __forceinline__ void lane_row(const float *r, uint32_t dim, uint32_t lane, float *v) {
+    UNROLL
+    for (int j = 0; j < DPL; j++) {
+        const uint32_t x = lane + (uint32_t)j * DS4RT_WARP;
+        v[j] = x < dim ? r[x] : 0.0f;
+    }
+}
 
-__global__ void attn_partial_kernel(attn_args a) {
+template <int DPL> __global__ void __launch_bounds__(ATT_THREADS) attn_partial_kernel(attn_args a) {
     GK_PDL_ENTRY();
-    __shared__ float sq[ATT_QMAX + ATT_HG];
-    __shared__ float sk[ATT_TK * ATT_KS];
-    __shared__ float sdot[4 * ATT_MAX_THREADS];
-    __shared__ float sp[ATT_PAIRS];
-    __shared__ float sm[ATT_HG], sl[ATT_HG], salpha[ATT_HG], smax[ATT_HG];
-    __shared__ const float *skey[ATT_TK];
-    const unsigned tid = threadIdx.x, nt = blockDim.x;
+    __shared__ float s_o[ATT_WARPS][DPL * DS4RT_WARP];
+    __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
+    const unsigned tid = threadIdx.x, lane = tid % DS4RT_WARP, w = tid / DS4RT_WARP;
     const int64_t i = blockIdx.z;
-    const uint32_t s = blockIdx.x, d = a.dim;
-    const uint32_t h0 = blockIdx.y * a.hg;
-    const uint32_t hc = a.heads - h0 < a.hg ? a.heads - h0 : a.hg;
+    const uint32_t s = blockIdx.x, h = blockIdx.y, d = a.dim;
     const key_list kl = row_keys(a, i);
     const int64_t nk = kl.nw + kl.nb + kl.nc;
     int64_t chunk = (nk + ATT_SPLITS - 1) / ATT_SPLITS;
     if (chunk < ATT_MIN_CHUNK) chunk = ATT_MIN_CHUNK;
     const int64_t k0 = (int64_t)s * chunk, k1 = k0 + chunk < nk ? k0 + chunk : nk;
-    float *part = a.part + (((size_t)i * a.heads + h0) * ATT_SPLITS + s) * (d + 2);
-    const size_t head_step = (size_t)ATT_SPLITS * (d + 2);
+    float *part = a.part + (((size_t)i * a.heads + h) * ATT_SPLITS + s) * (d + 2);
     if (k0 >= k1) { /* an empty split: the combine skips it */
-        for (uint32_t h = tid; h < hc; h += nt) {
-            part[h * head_step] = -INFINITY;
-            part[h * head_step + 1] = 0.0f;
+        if (tid == 0) {
+            part[0] = -INFINITY;
+            part[1] = 0.0f;
         }
         return;
     }
-    const float *q = a.q + ((size_t)i * a.heads + h0) * d;
-    for (uint32_t e = tid; e < hc * d; e += nt) sq[(e / d) * (d + 1) + e % d] = q[e];
-    if (tid < ATT_HG) {
-        sm[tid] = -INFINITY;
-        sl[tid] = 0.0f;
-    }
-    float acc[ATT_OPT];
+    float q[DPL], o[DPL], kv[DPL], nx[DPL];
+    lane_row<DPL>(a.q + ((size_t)i * a.heads + h) * d, d, lane, q);
     UNROLL
-    for (int j = 0; j < ATT_OPT; j++) acc[j] = 0.0f;
-    const uint32_t P = nt / ATT_MICRO;
-    const uint32_t part_id = tid % P, micro = tid / P;
-    const uint32_t mh = (micro / (ATT_TK / 2)) * 2, mt = (micro % (ATT_TK / 2)) * 2;
-    const uint32_t nslice = (d + ATT_DSL - 1) / ATT_DSL;
-    const uint32_t dpt = d / nt;
-    const bool fast = d % nt == 0 && dpt <= ATT_FDPT && nslice == 1;
-
-    for (int64_t kt = k0; kt < k1; kt += ATT_TK) {
-        const uint32_t tk = k1 - kt < ATT_TK ? (uint32_t)(k1 - kt) : ATT_TK;
-        __syncthreads();
-        if (tid < tk) skey[tid] = key_row(a, kl, i, kt + tid);
-        float d00 = 0.0f, d01 = 0.0f, d10 = 0.0f, d11 = 0.0f;
-        for (uint32_t sl0 = 0; sl0 < d; sl0 += ATT_DSL) {
-            const uint32_t wdt = d - sl0 < ATT_DSL ? d - sl0 : ATT_DSL;
-            __syncthreads();
-            for (uint32_t e = tid; e < ATT_TK * wdt; e += nt) {
-                const uint32_t t = e / wdt, x = e % wdt;
-                sk[t * ATT_KS + x] = t < tk ? skey[t][sl0 + x] : 0.0f;
-            }
-            __syncthreads();
-            /* micro-tiles past the group's heads read head 0 (their dots are never used) */
-            const float *q0 = sq + (size_t)(mh < hc ? mh : 0) * (d + 1) + sl0;
-            const float *q1 = sq + (size_t)(mh + 1 < hc ? mh + 1 : 0) * (d + 1) + sl0;
-            const float *r0 = sk + mt * ATT_KS, *r1 = r0 + ATT_KS;
-            for (uint32_t x = part_id; x < wdt; x += P) {
-                const float a0 = q0[x], a1 = q1[x], b0 = r0[x], b1 = r1[x];
-                d00 += a0 * b0;
-                d01 += a0 * b1;
-                d10 += a1 * b0;
-                d11 += a1 * b1;
-            }
-        }
-        sdot[(micro * 4 + 0) * P + part_id] = d00;
-        sdot[(micro * 4 + 1) * P + part_id] = d01;
-        sdot[(micro * 4 + 2) * P + part_id] = d10;
-        sdot[(micro * 4 + 3) * P + part_id] = d11;
-        __syncthreads();
-        if (tid < ATT_PAIRS) {
-            const uint32_t h = tid / ATT_TK, t = tid % ATT_TK;
-            const uint32_t m = (h / 2) * (ATT_TK / 2) + t / 2, c = (h % 2) * 2 + t % 2;
-            float sum = 0.0f;
-            for (uint32_t p = 0; p < P; p++) sum += sdot[(m * 4 + c) * P + p];
-            sp[tid] = sum * a.scale;
-        }
-        __syncthreads();
-        /* online softmax per head: the new maximum, the tile's weights (one thread each),
-         * then the running sum in key order */
-        if (tid < hc) {
-            float mx = sm[tid];
-            for (uint32_t t = 0; t < tk; t++) mx = fmaxf(mx, sp[tid * ATT_TK + t]);
-            salpha[tid] = expf(sm[tid] - mx);
-            smax[tid] = mx;
-        }
-        __syncthreads();
-        if (tid < ATT_PAIRS) {
-            const uint32_t h = tid / ATT_TK, t = tid % ATT_TK;
-            sp[tid] = h < hc && t < tk ? expf(sp[tid] - smax[h]) : 0.0f;
-        }
-        __syncthreads();
-        if (tid < hc) {
-            float l = sl[tid] * salpha[tid];
-            for (uint32_t t = 0; t < ATT_TK; t++) l += sp[tid * ATT_TK + t];
-            sl[tid] = l;
-            sm[tid] = smax[tid];
-        }
-        /* weighted values: the tile again (K = V) */
-        if (fast) {
-            UNROLL
-            for (int hh = 0; hh < ATT_HG; hh++) {
-                const float al = (uint32_t)hh < hc ? salpha[hh] : 0.0f;
-                UNROLL
-                for (int jj = 0; jj < ATT_FDPT; jj++) acc[hh * ATT_FDPT + jj] *= al;
-            }
-            for (uint32_t t = 0; t < tk; t++) {
-                float kv[ATT_FDPT];
-                UNROLL
-                for (int jj = 0; jj < ATT_FDPT; jj++)
-                    kv[jj] = (uint32_t)jj < dpt ? sk[t * ATT_KS + tid + (uint32_t)jj * nt] : 0.0f;
-                UNROLL
-                for (int hh = 0; hh < ATT_HG; hh++) {
-                    const float p = (uint32_t)hh < hc ? sp[hh * ATT_TK + t] : 0.0f;
-                    UNROLL
-                    for (int jj = 0; jj < ATT_FDPT; jj++) acc[hh * ATT_FDPT + jj] += p * kv[jj];
-                }
-            }
-            continue;
-        }
-        for (uint32_t sl0 = 0; sl0 < d; sl0 += ATT_DSL) {
-            const uint32_t wdt = d - sl0 < ATT_DSL ? d - sl0 : ATT_DSL;
-            if (nslice > 1) {
-                __syncthreads();
-                for (uint32_t e = tid; e < tk * wdt; e += nt)
-                    sk[(e / wdt) * ATT_KS + e % wdt] = skey[e / wdt][sl0 + e % wdt];
-                __syncthreads();
-            }
-            UNROLL
-            for (int j = 0; j < ATT_OPT; j++) {
-                const uint32_t e = tid + (uint32_t)j * nt;
-                if (e >= hc * d) break;
-                const uint32_t h = e / d, x = e % d;
-                if (x < sl0 || x >= sl0 + wdt) continue;
-                float o = acc[j] * salpha[h];
-                for (uint32_t t = 0; t < tk; t++) o += sp[h * ATT_TK + t] * sk[t * ATT_KS + (x - sl0)];
-                acc[j] = o;
-            }
-        }
-    }
-    __syncthreads();
-    for (uint32_t h = tid; h < hc; h += nt) {
-        part[h * head_step] = sm[h];
-        part[h * head_step + 1] = sl[h];
-    }
-    if (fast) {
+    for (int j = 0; j < DPL; j++) o[j] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    int64_t k = k0 + w;
+    if (k < k1) lane_row<DPL>(key_row(a, kl, i, k), d, lane, nx);
+    for (; k < k1; k += ATT_WARPS) {
         UNROLL
-        for (int hh = 0; hh < ATT_HG; hh++)
-            UNROLL
-            for (int jj = 0; jj < ATT_FDPT; jj++)
-                if ((uint32_t)hh < hc && (uint32_t)jj < dpt)
-                    part[hh * head_step + 2 + tid + (uint32_t)jj * nt] = acc[hh * ATT_FDPT + jj];
-        return;
+        for (int j = 0; j < DPL; j++) kv[j] = nx[j];
+        if (k + ATT_WARPS < k1) lane_row<DPL>(key_row(a, kl, i, k + ATT_WARPS), d, lane, nx); /* the next key's load in flight */
+        float dot = 0.0f;
+        UNROLL
+        for (int j = 0; j < DPL; j++) dot += q[j] * kv[j];
+        const float sc = ds4rt_gk_warp_sum(dot) * a.scale; /* the same bits in every lane */
+        const float mn = fmaxf(m, sc);
+        const float alpha = expf(m - mn), p = expf(sc - mn);
+        l = l * alpha + p;
+        UNROLL
+        for (int j = 0; j < DPL; j++) o[j] = o[j] * alpha + p * kv[j];
+        m = mn;
+    }
+    if (lane == 0) {
+        s_m[w] = m;
+        s_l[w] = l;
     }
     UNROLL
-    for (int j = 0; j < ATT_OPT; j++) {
-        const uint32_t e = tid + (uint32_t)j * nt;
-        if (e >= hc * d) break;
-        part[(e / d) * head_step + 2 + e % d] = acc[j];
+    for (int j = 0; j < DPL; j++) s_o[w][lane + (uint32_t)j * DS4RT_WARP] = o[j];
+    __syncthreads();
+    /* merge the warps in warp order (a warp without keys has l = 0 and is skipped) */
+    float M = -INFINITY;
+    for (int v = 0; v < ATT_WARPS; v++)
+        if (s_l[v] > 0.0f) M = fmaxf(M, s_m[v]);
+    float f[ATT_WARPS], L = 0.0f;
+    UNROLL
+    for (int v = 0; v < ATT_WARPS; v++) {
+        f[v] = s_l[v] > 0.0f ? expf(s_m[v] - M) : 0.0f;
+        L += s_l[v] * f[v];
+    }
+    if (tid == 0) {
+        part[0] = M;
+        part[1] = L;
+    }
+    for (uint32_t x = tid; x < d; x += blockDim.x) {
+        float acc = 0.0f;
+        UNROLL
+        for (int v = 0; v < ATT_WARPS; v++)
+            if (f[v] != 0.0f) acc += s_o[v][x] * f[v];
+        part[2 + x] = acc;
     }
 }
 
-/* Folds the splits of head blockIdx.x of row blockIdx.y with the sink, in split order. */
+/* Folds the splits of head blockIdx.x of row blockIdx.y with the sink, in split order. Warp 0
+ * holds split s in lane s: the maximum by a butterfly (fmaxf is exact in any order), each
+ * split's weight in its lane, the denominator summed in split order from the lanes; thread 0
+ * then lists the splits with keys and each output sums only those. One thread doing all of it
+ * from global memory, and the outputs testing every split before each load, took ~11 us per
+ * call on the H200 (docs/PERFORMANCE.md). */
+static_assert(ATT_SPLITS <= DS4RT_WARP, "warp 0 holds one split per lane");
 __global__ void attn_combine_kernel(attn_args a) {
     GK_PDL_ENTRY();
-    __shared__ float sw[ATT_SPLITS];
+    __shared__ float sw_all[ATT_SPLITS], sw[ATT_SPLITS];
+    __shared__ uint32_t sidx[ATT_SPLITS];
+    __shared__ uint32_t s_na;
     __shared__ float s_inv;
     const int64_t i = blockIdx.y;
     const uint32_t h = blockIdx.x, d = a.dim;
     const float *part = a.part + ((size_t)i * a.heads + h) * ATT_SPLITS * (d + 2);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x < DS4RT_WARP) { /* lanes past ATT_SPLITS (wave64) hold empty splits */
+        const uint32_t s = threadIdx.x;
+        const bool real = s < ATT_SPLITS;
+        const float m = real ? part[(size_t)s * (d + 2)] : -INFINITY;
+        const float l = real ? part[(size_t)s * (d + 2) + 1] : 0.0f;
         const float sink = a.sinks[h];
-        float M = sink;
-        for (int s = 0; s < ATT_SPLITS; s++)
-            if (part[(size_t)s * (d + 2) + 1] > 0.0f) M = fmaxf(M, part[(size_t)s * (d + 2)]);
+        const float M = fmaxf(sink, ds4rt_gk_warp_max(l > 0.0f ? m : -INFINITY));
+        const float w = l > 0.0f ? expf(m - M) : 0.0f;
+        const double lw = (double)l * w;
         double den = exp((double)sink - M);
-        for (int s = 0; s < ATT_SPLITS; s++) {
-            const float l = part[(size_t)s * (d + 2) + 1];
-            const float w = l > 0.0f ? expf(part[(size_t)s * (d + 2)] - M) : 0.0f;
-            sw[s] = w;
-            den += (double)l * w;
-        }
-        s_inv = (float)(1.0 / den);
+        for (int j = 0; j < ATT_SPLITS; j++) den += __shfl(lw, j, DS4RT_WARP);
+        if (real) sw_all[s] = w;
+        if (s == 0) s_inv = (float)(1.0 / den);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t na = 0;
+        for (uint32_t s = 0; s < ATT_SPLITS; s++)
+            if (sw_all[s] != 0.0f) {
+                sidx[na] = s;
+                sw[na++] = sw_all[s];
+            }
+        s_na = na;
     }
     __syncthreads();
     const float inv = s_inv;
+    const uint32_t na = s_na;
     float *o = a.out + ((size_t)i * a.heads + h) * d;
     for (uint32_t x = threadIdx.x; x < d; x += blockDim.x) {
+        const float *px = part + 2 + x;
         float acc = 0.0f;
-        for (int s = 0; s < ATT_SPLITS; s++)
-            if (sw[s] != 0.0f) acc += part[(size_t)s * (d + 2) + 2 + x] * sw[s];
+        _Pragma("unroll 8") for (uint32_t j = 0; j < na; j++) acc += px[(size_t)sidx[j] * (d + 2)] * sw[j];
         o[x] = acc * inv;
     }
 }
+
+extern "C" uint32_t ds4rt_gk_attention_max_dim(void) { return ATT_DMAX; }
 
 extern "C" size_t ds4rt_gk_attention_scratch_bytes(int64_t n, uint32_t heads, uint32_t dim) {
     return (size_t)(n > 0 ? n : 1) * heads * ATT_SPLITS * ((size_t)dim + 2) * sizeof(float);
@@ -1108,7 +1037,7 @@ extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads,
                                   const ds4rt_gk_attn_keys *k, const float *d_sinks, const float *d_q, float *d_out,
                                   void *d_scratch, size_t scratch_bytes, void *stream) {
     if (n <= 0 || heads == 0) return DS4RT_GK_OK;
-    if (dim == 0 || dim > ATT_QMAX || k->ring_cap == 0 || n > 65535 || (k->block && k->d_block_rows == NULL) ||
+    if (dim == 0 || dim > ATT_DMAX || k->ring_cap == 0 || n > 65535 || (k->block && k->d_block_rows == NULL) ||
         (k->comp_ratio != 0 && k->d_comp == NULL) || (k->d_sel != NULL && k->d_n_sel == NULL))
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "attention: %u heads of %u dims, ring %u", heads, dim,
                              k->ring_cap);
@@ -1120,10 +1049,6 @@ extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads,
     a.n = n;
     a.heads = heads;
     a.dim = dim;
-    uint32_t hg = ATT_QMAX / dim;
-    if (hg > ATT_HG) hg = ATT_HG;
-    if (hg > heads) hg = heads;
-    a.hg = hg;
     a.scale = (float)(1.0 / sqrt((double)dim));
     a.ring = k->d_ring;
     a.ring_cap = k->ring_cap;
@@ -1139,11 +1064,17 @@ extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads,
     a.sinks = d_sinks;
     a.part = (float *)d_scratch;
     a.out = d_out;
-    const unsigned groups = (heads + hg - 1) / hg;
-    hipLaunchKernelGGL(attn_partial_kernel, dim3(ATT_SPLITS, groups, (unsigned)n), dim3(ATT_THREADS), 0,
-                       (hipStream_t)stream, a);
+    const dim3 grid(ATT_SPLITS, heads, (unsigned)n), block(ATT_THREADS);
+    const uint32_t dpl = (dim + DS4RT_WARP - 1) / DS4RT_WARP; /* <= ATT_DPL_MAX: dim <= ATT_DMAX */
+    hipStream_t s = (hipStream_t)stream;
+    if (dpl <= 1) hipLaunchKernelGGL(attn_partial_kernel<1>, grid, block, 0, s, a);
+    else if (dpl <= 2) hipLaunchKernelGGL(attn_partial_kernel<2>, grid, block, 0, s, a);
+    else if (dpl <= 4) hipLaunchKernelGGL(attn_partial_kernel<4>, grid, block, 0, s, a);
+    else if (dpl <= 8) hipLaunchKernelGGL(attn_partial_kernel<8>, grid, block, 0, s, a);
+    else if (dpl <= 16) hipLaunchKernelGGL(attn_partial_kernel<16>, grid, block, 0, s, a);
+    else hipLaunchKernelGGL(attn_partial_kernel<ATT_DPL_MAX>, grid, block, 0, s, a);
     int st = DS4RT_GK_LAUNCHED("attention");
     if (st != DS4RT_GK_OK) return st;
-    hipLaunchKernelGGL(attn_combine_kernel, dim3(heads, (unsigned)n), dim3(ROW_THREADS), 0, (hipStream_t)stream, a);
+    hipLaunchKernelGGL(attn_combine_kernel, dim3(heads, (unsigned)n), dim3(ROW_THREADS), 0, s, a);
     return DS4RT_GK_LAUNCHED("attention combine");
 }

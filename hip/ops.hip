@@ -336,8 +336,12 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
  * warp; lanes past NN mirror element 0 so every lane takes part in the shuffles): each lane
  * forms its row or column sum from the other lanes in index order, so the float64 operations
  * are the CPU's, in the CPU's order, without a block barrier per half-iteration (the block
- * version spent ~33 us per call on the H200 in 80 barriers). */
-__device__ void gk_sinkhorn_warp(uint32_t N, uint32_t iters, double eps, double logit, uint32_t k, double *out) {
+ * version spent ~33 us per call on the H200 in 80 barriers). NC = N as a constant (DeepSeek V4's
+ * 4 streams) unrolls the sums, so a sum's shuffles are issued together instead of one per add
+ * (the runtime-N loop left this warp the ~10 us critical path of hc_pre_finish). */
+template <uint32_t NC>
+__device__ void gk_sinkhorn_warp(uint32_t n_rt, uint32_t iters, double eps, double logit, uint32_t k, double *out) {
+    const uint32_t N = NC != 0 ? NC : n_rt;
     const uint32_t a = k / N, b = k % N;
     double mx = -DBL_MAX;
     for (uint32_t j = 0; j < N; j++) {
@@ -391,7 +395,9 @@ __global__ void __launch_bounds__(GK_HCF_NT)
         if (tid < DS4RT_WARP) {
             const uint32_t k = (uint32_t)tid < NN ? (uint32_t)tid : 0u;
             double v;
-            gk_sinkhorn_warp(N, iters, eps, (double)scale[2] * m[2 * N + k] + base[2 * N + k], k, &v);
+            const double logit = (double)scale[2] * m[2 * N + k] + base[2 * N + k];
+            if (N == 4) gk_sinkhorn_warp<4>(N, iters, eps, logit, k, &v);
+            else gk_sinkhorn_warp<0>(N, iters, eps, logit, k, &v);
             if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)v;
         }
     } else {

@@ -16,6 +16,7 @@ What the GPU backend must give (docs/GPU.md, "The GPU backend"):
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 
 import numpy as np
@@ -23,6 +24,7 @@ import pytest
 from dspark_helpers import assert_stage_timers
 from meson_programs import Unavailable, programs
 from tiny_models import model as tiny
+from tiny_models import tinymodel
 
 import ds4rt
 
@@ -121,6 +123,18 @@ def test_a_model_loads_exactly_when_every_op_and_type_is_covered(tmp_path_factor
     assert m.info["backend"] == GPU["name"] and m.info["device"] == 0
     mem = m.info["memory"]
     assert mem["weights"] > 0 and mem["scratch"] > 0 and mem["state_per_1k"] > 0
+
+
+def test_heads_wider_than_the_attention_kernel_are_refused_at_load(tmp_path):
+    # the attention kernel keeps a head's share per lane in registers (hip/attn.h): 1104 dims
+    # (the float config's, widened; 1104 - 16 rope dims is a multiple of the FP8 blocks) is over
+    # its 1024. The CPU takes the same file, so the refusal is the backend's limit, at load.
+    cfg = dataclasses.replace(tinymodel.configs.CONFIGS["float"], name="wide-heads", d_h=1104)
+    r = tinymodel.generate(tmp_path, config=cfg)
+    ds4rt.Model(str(r.target), backend="cpu").close()
+    wide = r"lacks attention for heads of 1104 dims \(at most 1024"
+    with pytest.raises(ds4rt.errors.BackendError, match=wide):
+        ds4rt.Model(str(r.target), backend=GPU["name"])
 
 
 # ---- logits against the CPU backend ---------------------------------------------------------

@@ -126,6 +126,12 @@ ds4rt_status ds4rt_backend_require(const ds4rt_backend *be, ds4rt_op op, uint32_
                       ds4rt_op_name(op), t ? t->name : "?", what);
 }
 
+ds4rt_status ds4rt_backend_require_head_dim(const ds4rt_backend *be, uint32_t head_dim, const char *what) {
+    if (be->max_head_dim == 0 || head_dim <= be->max_head_dim) return DS4RT_OK;
+    return ds4rt_fail(DS4RT_ERR_BACKEND, "backend %s lacks attention for heads of %u dims (at most %u; needed by %s)",
+                      ds4rt_backend_name(be), head_dim, be->max_head_dim, what);
+}
+
 ds4rt_status ds4rt_pass_upload(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t pos0, int64_t base, const int32_t *tokens,
                                int64_t n) {
     /* one host image, one upload: a captured graph replays with new contents */

@@ -433,6 +433,10 @@ ds4rt_status ds4rt_backend_cache_expand(ds4rt_backend *be, const ds4rt_dweight *
 uint64_t ds4rt_backend_cache_hits(const ds4rt_backend *be);
 bool ds4rt_backend_unified(const ds4rt_backend *be);
 
+/* DS4RT_OK if `be`'s attention takes heads of `head_dim` dims, else DS4RT_ERR_BACKEND naming
+ * the backend's limit (a GPU kernel keeps a head's share per lane in registers). */
+ds4rt_status ds4rt_backend_require_head_dim(const ds4rt_backend *be, uint32_t head_dim, const char *what);
+
 /* Writes the pass input block (one upload): pos0, base, tokens[0..n). */
 ds4rt_status ds4rt_pass_upload(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t pos0, int64_t base, const int32_t *tokens,
                                int64_t n);

@@ -27,6 +27,7 @@ struct ds4rt_backend {
     void *impl;         /* the backend's own data (freed by ds4rt_backend_close) */
     void (*close)(ds4rt_backend *be); /* optional: releases what impl holds before it is freed */
     bool unified;       /* a device that shares memory with the host (an APU; HIP-CPU) */
+    uint32_t max_head_dim; /* attention's widest head (a kernel's register tile); 0: any */
     /* optional, the Q8->F16 expansion cache (docs/CACHE.md): an F16 copy of a Q8_0 matrix that
      * the backend's products use from then on, and how many products used one */
     ds4rt_status (*cache_expand)(ds4rt_backend *be, const ds4rt_dweight *w, uint64_t *bytes);

@@ -40,6 +40,7 @@ static ds4rt_status require_activation_ops(const ds4rt_target *t) {
                                    DS4RT_OP_ATTENTION, DS4RT_OP_CAPTURE};
     for (size_t i = 0; i < DS4RT_ARRAY_LEN(OPS); i++)
         TRY(ds4rt_backend_require(t->be, OPS[i], DS4RT_TYPE_F32, "the target pass"));
+    TRY(ds4rt_backend_require_head_dim(t->be, t->hp.head_dim, "the target pass"));
     bool compressed = false;
     for (uint32_t l = 0; l < t->hp.n_layer; l++) compressed |= t->hp.ratio[l] != 0;
     if (compressed) TRY(ds4rt_backend_require(t->be, DS4RT_OP_COMPRESSOR, DS4RT_TYPE_F32, "compressed layers"));

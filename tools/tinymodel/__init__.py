@@ -30,7 +30,7 @@ class Result:
 
 def generate(
     out_dir: str | Path,
-    config: str = "float",
+    config: str | configs.Config = "float",
     seed: int = 0,
     head_dtype: str | None = None,
     real_layout: bool = False,
@@ -38,7 +38,11 @@ def generate(
 ) -> Result:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    cfg = configs.REAL if real_layout else configs.CONFIGS[config]
+    # a Config itself: a variant of a named one (dataclasses.replace), for tests of limits
+    if real_layout:
+        cfg = configs.REAL
+    else:
+        cfg = config if isinstance(config, configs.Config) else configs.CONFIGS[config]
     cfg.check()
     head = HEAD_DTYPES[head_dtype] if head_dtype else None
     if real_layout:

@@ -112,6 +112,8 @@ ds4rt_status gpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
     return DS4RT_OK;
 }
 
+uint32_t gpu_attn_max_head_dim(void) { return ds4rt_gk_attention_max_dim(); }
+
 uint64_t gpu_attn_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim) {
     uint64_t a = ds4rt_gk_attention_scratch_bytes(lim->max_rows, hp->n_head, hp->head_dim);
     uint64_t b = ds4rt_gk_indexer_topk_scratch_bytes(lim->max_rows, lim->max_comp);

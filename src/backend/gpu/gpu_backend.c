@@ -118,6 +118,9 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
     be->impl = g;
     be->close = gpu_close;
     be->unified = g->integrated != 0;
+#ifdef DS4RT_GPU_HAVE_ATTN
+    be->max_head_dim = gpu_attn_max_head_dim(); /* checked at load (target.c) */
+#endif
 #ifdef DS4RT_GPU_HAVE_MM
     /* the cache needs the F16 products */
     be->cache_expand = gpu_cache_expand;

@@ -21,6 +21,7 @@ bool gpu_mm_type(uint32_t type);
 bool gpu_mm_rows_type(uint32_t type);
 uint64_t gpu_mm_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
 uint64_t gpu_attn_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
+uint32_t gpu_attn_max_head_dim(void);
 bool gpu_hc_type(uint32_t type);
 uint64_t gpu_ops_scratch_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
 
