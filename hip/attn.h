@@ -148,10 +148,11 @@ size_t ds4rt_gk_attention_scratch_bytes(int64_t n, uint32_t heads, uint32_t dim)
 /* out[i][h] = softmax-with-sink(q[i][h] . keys / sqrt(dim)) . keys over the keys k describes
  * for row i (pos0, base from d_pass); d_sinks [heads]; q, out [n][heads*dim]; d_out may alias
  * d_q. dim <= ds4rt_gk_attention_max_dim() (a lane holds its share of a query and its weighted
- * values in registers). */
+ * values in registers). d_tickets: n * heads counters, zero before the first call and left zero
+ * by every call (the last split of a head to finish folds the others; one launch). */
 int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_gk_attn_keys *k,
                        const float *d_sinks, const float *d_q, float *d_out, void *d_scratch, size_t scratch_bytes,
-                       void *stream);
+                       uint32_t *d_tickets, void *stream);
 
 #ifdef __cplusplus
 }

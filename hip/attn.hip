@@ -859,6 +859,7 @@ typedef struct attn_args {
     uint32_t sel_stride;
     const float *q, *sinks;
     float *part; /* [n][heads][ATT_SPLITS][dim + 2]: m, l, o[dim] */
+    unsigned *tickets; /* [n][heads]: splits of the head done in this call (0 between calls) */
     float *out;
 } attn_args;
 
@@ -903,6 +904,74 @@ template <int DPL> __device__ __forceinline__ void lane_row(const float *r, uint
     }
 }
 
+/* Folds the splits of head h of row i with the sink, in split order, by the thread block of
+ * the split that finished last (attn_partial_kernel). Warp 0 holds split s in lane s: the
+ * maximum by a butterfly (fmaxf is exact in any order), each split's weight in its lane, the
+ * denominator summed in split order from the lanes; thread 0 then lists the splits with keys
+ * and each output sums only those. The other splits' results are read with volatile loads
+ * (from L2, never a stale L1 line). Which block folds does not change the arithmetic. */
+static_assert(ATT_SPLITS <= DS4RT_WARP, "warp 0 holds one split per lane");
+__device__ void attn_fold(const attn_args &a, int64_t i, uint32_t h) {
+    __shared__ float sw_all[ATT_SPLITS], sw[ATT_SPLITS];
+    __shared__ uint32_t sidx[ATT_SPLITS];
+    __shared__ uint32_t s_na;
+    __shared__ float s_inv;
+    const uint32_t d = a.dim;
+    const volatile float *part = a.part + ((size_t)i * a.heads + h) * ATT_SPLITS * (d + 2);
+    if (threadIdx.x < DS4RT_WARP) { /* lanes past ATT_SPLITS (wave64) hold empty splits */
+        const uint32_t s = threadIdx.x;
+        const bool real = s < ATT_SPLITS;
+        const float m = real ? part[(size_t)s * (d + 2)] : -INFINITY;
+        const float l = real ? part[(size_t)s * (d + 2) + 1] : 0.0f;
+        const float sink = a.sinks[h];
+        const float M = fmaxf(sink, ds4rt_gk_warp_max(l > 0.0f ? m : -INFINITY));
+        const float w = l > 0.0f ? expf(m - M) : 0.0f;
+        const double lw = (double)l * w;
+        double den = exp((double)sink - M);
+        for (int j = 0; j < ATT_SPLITS; j++) den += __shfl(lw, j, DS4RT_WARP);
+        if (real) sw_all[s] = w;
+        if (s == 0) s_inv = (float)(1.0 / den);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t na = 0;
+        for (uint32_t s = 0; s < ATT_SPLITS; s++)
+            if (sw_all[s] != 0.0f) {
+                sidx[na] = s;
+                sw[na++] = sw_all[s];
+            }
+        s_na = na;
+    }
+    __syncthreads();
+    const float inv = s_inv;
+    const uint32_t na = s_na;
+    float *o = a.out + ((size_t)i * a.heads + h) * d;
+    for (uint32_t x = threadIdx.x; x < d; x += blockDim.x) {
+        const volatile float *px = part + 2 + x;
+        float acc = 0.0f;
+        _Pragma("unroll 8") for (uint32_t j = 0; j < na; j++) acc += px[(size_t)sidx[j] * (d + 2)] * sw[j];
+        o[x] = acc * inv;
+    }
+}
+
+/* The split's results are in global memory: counts it done for (i, h); the last split to
+ * arrive resets the count (for the next call, or a graph's next replay) and folds. */
+__device__ void attn_finish_split(const attn_args &a, int64_t i, uint32_t h) {
+    __shared__ unsigned s_last;
+    __threadfence(); /* this block's part stores before its ticket */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned *t = a.tickets + (size_t)i * a.heads + h;
+        const unsigned before = atomicAdd(t, 1u);
+        s_last = before == ATT_SPLITS - 1;
+        if (s_last) *t = 0u;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence(); /* the other splits' stores before the reads */
+    attn_fold(a, i, h);
+}
+
 template <int DPL> __global__ void __launch_bounds__(ATT_THREADS) attn_partial_kernel(attn_args a) {
     GK_PDL_ENTRY();
     __shared__ float s_o[ATT_WARPS][DPL * DS4RT_WARP];
@@ -916,11 +985,12 @@ template <int DPL> __global__ void __launch_bounds__(ATT_THREADS) attn_partial_k
     if (chunk < ATT_MIN_CHUNK) chunk = ATT_MIN_CHUNK;
     const int64_t k0 = (int64_t)s * chunk, k1 = k0 + chunk < nk ? k0 + chunk : nk;
     float *part = a.part + (((size_t)i * a.heads + h) * ATT_SPLITS + s) * (d + 2);
-    if (k0 >= k1) { /* an empty split: the combine skips it */
+    if (k0 >= k1) { /* an empty split: the fold skips it */
         if (tid == 0) {
             part[0] = -INFINITY;
             part[1] = 0.0f;
         }
+        attn_finish_split(a, i, h);
         return;
     }
     float q[DPL], o[DPL], kv[DPL], nx[DPL];
@@ -973,58 +1043,7 @@ template <int DPL> __global__ void __launch_bounds__(ATT_THREADS) attn_partial_k
             if (f[v] != 0.0f) acc += s_o[v][x] * f[v];
         part[2 + x] = acc;
     }
-}
-
-/* Folds the splits of head blockIdx.x of row blockIdx.y with the sink, in split order. Warp 0
- * holds split s in lane s: the maximum by a butterfly (fmaxf is exact in any order), each
- * split's weight in its lane, the denominator summed in split order from the lanes; thread 0
- * then lists the splits with keys and each output sums only those. One thread doing all of it
- * from global memory, and the outputs testing every split before each load, took ~11 us per
- * call on the H200 (docs/PERFORMANCE.md). */
-static_assert(ATT_SPLITS <= DS4RT_WARP, "warp 0 holds one split per lane");
-__global__ void attn_combine_kernel(attn_args a) {
-    GK_PDL_ENTRY();
-    __shared__ float sw_all[ATT_SPLITS], sw[ATT_SPLITS];
-    __shared__ uint32_t sidx[ATT_SPLITS];
-    __shared__ uint32_t s_na;
-    __shared__ float s_inv;
-    const int64_t i = blockIdx.y;
-    const uint32_t h = blockIdx.x, d = a.dim;
-    const float *part = a.part + ((size_t)i * a.heads + h) * ATT_SPLITS * (d + 2);
-    if (threadIdx.x < DS4RT_WARP) { /* lanes past ATT_SPLITS (wave64) hold empty splits */
-        const uint32_t s = threadIdx.x;
-        const bool real = s < ATT_SPLITS;
-        const float m = real ? part[(size_t)s * (d + 2)] : -INFINITY;
-        const float l = real ? part[(size_t)s * (d + 2) + 1] : 0.0f;
-        const float sink = a.sinks[h];
-        const float M = fmaxf(sink, ds4rt_gk_warp_max(l > 0.0f ? m : -INFINITY));
-        const float w = l > 0.0f ? expf(m - M) : 0.0f;
-        const double lw = (double)l * w;
-        double den = exp((double)sink - M);
-        for (int j = 0; j < ATT_SPLITS; j++) den += __shfl(lw, j, DS4RT_WARP);
-        if (real) sw_all[s] = w;
-        if (s == 0) s_inv = (float)(1.0 / den);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t na = 0;
-        for (uint32_t s = 0; s < ATT_SPLITS; s++)
-            if (sw_all[s] != 0.0f) {
-                sidx[na] = s;
-                sw[na++] = sw_all[s];
-            }
-        s_na = na;
-    }
-    __syncthreads();
-    const float inv = s_inv;
-    const uint32_t na = s_na;
-    float *o = a.out + ((size_t)i * a.heads + h) * d;
-    for (uint32_t x = threadIdx.x; x < d; x += blockDim.x) {
-        const float *px = part + 2 + x;
-        float acc = 0.0f;
-        _Pragma("unroll 8") for (uint32_t j = 0; j < na; j++) acc += px[(size_t)sidx[j] * (d + 2)] * sw[j];
-        o[x] = acc * inv;
-    }
+    attn_finish_split(a, i, h);
 }
 
 extern "C" uint32_t ds4rt_gk_attention_max_dim(void) { return ATT_DMAX; }
@@ -1035,12 +1054,13 @@ extern "C" size_t ds4rt_gk_attention_scratch_bytes(int64_t n, uint32_t heads, ui
 
 extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim,
                                   const ds4rt_gk_attn_keys *k, const float *d_sinks, const float *d_q, float *d_out,
-                                  void *d_scratch, size_t scratch_bytes, void *stream) {
+                                  void *d_scratch, size_t scratch_bytes, uint32_t *d_tickets, void *stream) {
     if (n <= 0 || heads == 0) return DS4RT_GK_OK;
     if (dim == 0 || dim > ATT_DMAX || k->ring_cap == 0 || n > 65535 || (k->block && k->d_block_rows == NULL) ||
         (k->comp_ratio != 0 && k->d_comp == NULL) || (k->d_sel != NULL && k->d_n_sel == NULL))
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "attention: %u heads of %u dims, ring %u", heads, dim,
                              k->ring_cap);
+    if (d_tickets == NULL) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "attention: no tickets");
     if (scratch_bytes < ds4rt_gk_attention_scratch_bytes(n, heads, dim))
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "attention: scratch of %zu bytes, needs %zu", scratch_bytes,
                              ds4rt_gk_attention_scratch_bytes(n, heads, dim));
@@ -1063,6 +1083,7 @@ extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads,
     a.q = d_q;
     a.sinks = d_sinks;
     a.part = (float *)d_scratch;
+    a.tickets = d_tickets;
     a.out = d_out;
     const dim3 grid(ATT_SPLITS, heads, (unsigned)n), block(ATT_THREADS);
     const uint32_t dpl = (dim + DS4RT_WARP - 1) / DS4RT_WARP; /* <= ATT_DPL_MAX: dim <= ATT_DMAX */
@@ -1073,8 +1094,5 @@ extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads,
     else if (dpl <= 8) hipLaunchKernelGGL(attn_partial_kernel<8>, grid, block, 0, s, a);
     else if (dpl <= 16) hipLaunchKernelGGL(attn_partial_kernel<16>, grid, block, 0, s, a);
     else hipLaunchKernelGGL(attn_partial_kernel<ATT_DPL_MAX>, grid, block, 0, s, a);
-    int st = DS4RT_GK_LAUNCHED("attention");
-    if (st != DS4RT_GK_OK) return st;
-    hipLaunchKernelGGL(attn_combine_kernel, dim3(heads, (unsigned)n), dim3(ROW_THREADS), 0, s, a);
-    return DS4RT_GK_LAUNCHED("attention combine");
+    return DS4RT_GK_LAUNCHED("attention");
 }

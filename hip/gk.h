@@ -61,6 +61,9 @@ int ds4rt_gk_event_create(void **event);
 void ds4rt_gk_event_destroy(void *event);
 int ds4rt_gk_event_record(void *event, void *stream);
 int ds4rt_gk_event_elapsed_ms(void *from, void *to, float *ms);
+/* Work enqueued on `stream` after this call waits for `event`'s last record (a fork or join
+ * between two streams; inside a graph capture it becomes an edge of the graph). */
+int ds4rt_gk_stream_wait_event(void *stream, void *event);
 
 /* Rows of `width` bytes, `height` of them, from d_src (rows `spitch` bytes apart) to d_dst
  * (`dpitch` apart), enqueued on `stream`: gathers and scatters of row slices without a kernel. */

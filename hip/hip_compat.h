@@ -95,6 +95,7 @@
 #  define hipEventCreate cudaEventCreate
 #  define hipEventDestroy cudaEventDestroy
 #  define hipEventRecord cudaEventRecord
+#  define hipStreamWaitEvent cudaStreamWaitEvent
 #  define hipEventSynchronize cudaEventSynchronize
 #  define hipEventElapsedTime cudaEventElapsedTime
 #  define hipDeviceSynchronize cudaDeviceSynchronize

@@ -54,7 +54,9 @@ int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, int64_t col
  * ds4rt_gk_act_convert for a weight of the same pairing and the same cols. Any n >= 0. */
 int ds4rt_gk_matmul_act(const ds4rt_gk_weight *w, const void *d_act, int64_t n, float *d_y, void *stream);
 
-/* Convenience: ds4rt_gk_act_convert into d_scratch then ds4rt_gk_matmul_act. scratch_bytes >=
+/* ds4rt_gk_act_convert into d_scratch then ds4rt_gk_matmul_act, with the same bits; a few rows
+ * of a Q8_0-activation type (n <= 4, small matrices) take one fused launch that converts in
+ * the product kernel and leaves d_scratch untouched. scratch_bytes >=
  * ds4rt_gk_matmul_scratch_bytes(w->type, w->cols, n). */
 size_t ds4rt_gk_matmul_scratch_bytes(uint32_t type, int64_t cols, int64_t n);
 int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float *d_y, void *d_scratch,

@@ -267,6 +267,45 @@ __device__ __forceinline__ int8_t clamp_q(float v) {
  * warp holds whole blocks on every target) instead of one thread walking shared memory. */
 #define AQ_NT 256
 static_assert(DS4RT_WARP % 32 == 0, "a warp holds whole 32-element blocks");
+
+/* Element k of a Q8_0 activation block, held by thread k of 32 consecutive threads (v = 0 for
+ * the threads of a block past the data): its int8 value, and the block scale in *db. Shared by
+ * act_q8_0_kernel and mm_qt_kernel's fused form, so both give the CPU's bits. */
+__device__ __forceinline__ int8_t q8_0_lane(float v, float *db) {
+    float amax = fabsf(v);
+    amax = amax > 0.0f ? amax : 0.0f; /* NaN -> 0: the CPU's `ax > amax` never takes it */
+    UNROLL
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m = __shfl_xor(amax, o, 32);
+        amax = m > amax ? m : amax;
+    }
+    const float d = fdiv(amax, 127.0f);
+    const float inv_d = d != 0.0f ? fdiv(1.0f, d) : 0.0f;
+    *db = d;
+    return clamp_q(fmul(v, inv_d));
+}
+
+/* The same for EPT consecutive elements of a block per thread, TPB consecutive threads a block
+ * (the maximum is exact in any order, so the butterfly over TPB threads gives the CPU's). */
+template <int EPT, int TPB>
+__device__ __forceinline__ void q8_0_part(const float *v, int8_t *q, float *db) {
+    float amax = 0.0f;
+    UNROLL
+    for (int j = 0; j < EPT; j++) {
+        const float ax = fabsf(v[j]);
+        amax = ax > amax ? ax : amax; /* NaN never compares greater */
+    }
+    UNROLL
+    for (int o = TPB / 2; o > 0; o >>= 1) {
+        const float m = __shfl_xor(amax, o, 32);
+        amax = m > amax ? m : amax;
+    }
+    const float d = fdiv(amax, 127.0f);
+    const float inv_d = d != 0.0f ? fdiv(1.0f, d) : 0.0f;
+    *db = d;
+    UNROLL
+    for (int j = 0; j < EPT; j++) q[j] = clamp_q(fmul(v[j], inv_d));
+}
 __global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict__ x, int64_t n, int64_t cols,
                                                          uint8_t *__restrict__ act, size_t stride, size_t d_off,
                                                          size_t s_off) {
@@ -278,16 +317,8 @@ __global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict
     const int64_t t = live ? i / nb : 0, b = live ? i % nb : 0;
     uint8_t *row = act + (size_t)t * stride;
     const float v = live ? x[i * 32 + k] : 0.0f; /* rows of x are contiguous: block i at 32 i */
-    float amax = fabsf(v);
-    amax = amax > 0.0f ? amax : 0.0f; /* NaN -> 0: the CPU's `ax > amax` never takes it */
-    UNROLL
-    for (int o = 16; o > 0; o >>= 1) {
-        const float m = __shfl_xor(amax, o, 32);
-        amax = m > amax ? m : amax;
-    }
-    const float db = fdiv(amax, 127.0f);
-    const float inv_d = db != 0.0f ? fdiv(1.0f, db) : 0.0f;
-    const int8_t q = live ? clamp_q(fmul(v, inv_d)) : (int8_t)0;
+    float db;
+    const int8_t q = q8_0_lane(v, &db); /* 0 where !live (v = 0) */
     int32_t s = q;
     UNROLL
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor(s, o, 32);
@@ -530,13 +561,16 @@ __device__ __forceinline__ float decode32(const uint8_t *blk, int *wq) {
     }
 }
 
-__device__ __forceinline__ float term32(const int *wq, float dw, const uint8_t *arow, size_t d_off, int64_t b) {
-    const int8_t *x = (const int8_t *)arow + b * 32;
-    const float xd = ((const float *)(const void *)(arow + d_off))[b];
+/* x: the block's 32 int8 activations (16-byte aligned), xd its scale */
+__device__ __forceinline__ float term32x(const int *wq, float dw, const int8_t *x, float xd) {
     const int4 x0 = *(const int4 *)(const void *)x, x1 = *(const int4 *)(const void *)(x + 16);
     const int I = dot4(wq[0], x0.x) + dot4(wq[1], x0.y) + dot4(wq[2], x0.z) + dot4(wq[3], x0.w) + dot4(wq[4], x1.x) +
                   dot4(wq[5], x1.y) + dot4(wq[6], x1.z) + dot4(wq[7], x1.w);
     return fmul(fmul(dw, xd), (float)I);
+}
+
+__device__ __forceinline__ float term32(const int *wq, float dw, const uint8_t *arow, size_t d_off, int64_t b) {
+    return term32x(wq, dw, (const int8_t *)arow + b * 32, ((const float *)(const void *)(arow + d_off))[b]);
 }
 
 template <int TYPE>
@@ -858,17 +892,25 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
  * c+8, ... in increasing order); a block's term is exact integer arithmetic and one f32 formula
  * that any thread can evaluate. So here a block of QT_NT threads stages QT_CB weight blocks of
  * each of its QT_ROWS rows, every thread evaluates the terms of (row, block) pairs for all
- * tokens into shared memory, and one warp then adds them into the lanes in the CPU's order. */
+ * tokens into shared memory, and one warp then adds them into the lanes in the CPU's order.
+ *
+ * Fused form (FX, n <= QT_FX_TOK): a.act holds the float rows x themselves, and each thread
+ * block quantises the step's activation blocks into shared memory (q8_0_lane, 32 threads a
+ * block) while the step's weights are in flight, instead of a separate act_q8_0 launch (33 of
+ * a decode's launches, ~2.8 us each on the H200). Every block of the grid repeats that work,
+ * so the launcher takes it only while the repeated reads stay small (QT_FX_L2_BYTES). */
 #define QT_NT 256
 #define QT_TOK 8     /* launch_mm takes this kernel up to n = QT_TOK */
 #define QT_PAIRS 512 /* (row, block) pairs per step: QT_ROWS x QT_CB */
+#define QT_FX_TOK 4  /* the fused form's shared activations fit the static 48 KB up to here */
+#define QT_FX_L2_BYTES (8u << 20) /* at most this many float bytes re-read by the grid's blocks */
 
 /* QT_CB weight blocks of a row per step (a multiple of QLANES): 128, or 32 for rows of at most
  * 32 blocks (1024 columns), which then take 16 rows per thread block instead of 4. TT: the
  * tokens the shared term buffer holds (n <= TT): a decode's kernel needs an eighth of the
  * shared memory of n = 8's, so more of its blocks fit on an SM and more weight bytes are in
  * flight (the product is bound by that, not by arithmetic). */
-template <int TYPE, int QT_CB, int TT>
+template <int TYPE, int QT_CB, int TT, bool FX>
 __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     GK_PDL_ENTRY();
     constexpr int QT_ROWS = QT_PAIRS / QT_CB;
@@ -878,6 +920,10 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     __shared__ uint4 wbuf4[QT_ROWS][NU];
     __shared__ float terms[TT][QT_ROWS][QT_CB];
     __shared__ float lanes[TT][QT_ROWS][QLANES];
+    /* FX: the step's quantised activations, 32 int8 (two int4) and a scale per block */
+    __shared__ int4 xq4[FX ? TT : 1][FX ? 2 * QT_CB : 1];
+    __shared__ float xqd[FX ? TT : 1][FX ? QT_CB : 1];
+    static_assert(!FX || TT <= QT_FX_TOK, "fused form: shared activations for at most QT_FX_TOK tokens");
     uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
     const int tid = (int)threadIdx.x;
     const int64_t row0 = (int64_t)blockIdx.x * QT_ROWS;
@@ -912,6 +958,37 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
         const int shift = (int)(((uint64_t)b0 * BB) & 15);
         const int nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
         __syncthreads(); /* the previous step's weights and terms are consumed */
+        if (FX) { /* quantise the step's activations, every load of the step issued at once */
+            constexpr int EPT = QT_CB * 32 / QT_NT; /* elements per thread: 16 or 4 */
+            constexpr int TPB = 32 / EPT;           /* threads per 32-element block */
+            static_assert(EPT % 4 == 0 && 32 % EPT == 0, "whole float4s, whole blocks per thread group");
+            const int e0 = tid * EPT, p = e0 / 32; /* this thread's first element and its block */
+            float v[TT][EPT];
+            UNROLL
+            for (int t = 0; t < TT; t++)
+                UNROLL
+                for (int j = 0; j < EPT; j += 4) {
+                    float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+                    if (t < nt && p < nblk)
+                        f = *(const float4 *)(const void *)(a.act + (size_t)t * a.stride +
+                                                            ((size_t)(boff + b0) * 32 + e0 + j) * sizeof(float));
+                    v[t][j] = f.x, v[t][j + 1] = f.y, v[t][j + 2] = f.z, v[t][j + 3] = f.w;
+                }
+            UNROLL
+            for (int t = 0; t < TT; t++) {
+                float d;
+                int8_t q[EPT];
+                q8_0_part<EPT, TPB>(v[t], q, &d);
+                if (t < nt && p < nblk) {
+                    int8_t *dst = (int8_t *)&xq4[t][0] + e0;
+                    UNROLL
+                    for (int j = 0; j < EPT; j += 4)
+                        *(int *)(void *)(dst + j) = (int)(uint8_t)q[j] | ((int)(uint8_t)q[j + 1] << 8) |
+                                                    ((int)(uint8_t)q[j + 2] << 16) | ((int)(uint8_t)q[j + 3] << 24);
+                    if (e0 % 32 == 0) xqd[t][p] = d;
+                }
+            }
+        }
         UNROLL
         for (int i = 0; i < LPT; i++) {
             const int k = tid + i * QT_NT, rr = k / NU, u = k % NU;
@@ -928,7 +1005,8 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
                 UNROLL
                 for (int t = 0; t < TT; t++)
                     if (t < nt)
-                        terms[t][rr][p] = term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, boff + b0 + p);
+                        terms[t][rr][p] = FX ? term32x(wq, dw, (const int8_t *)&xq4[t][2 * p], xqd[t][p])
+                                             : term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, boff + b0 + p);
             }
         }
         __syncthreads();
@@ -1569,27 +1647,46 @@ static mmf_kernel_fn pick_f(uint32_t type, int tt, bool vec) {
     }
 }
 
-/* mm_qt_kernel for `tt` (1, 2, 4 or 8) token rows of the term buffer. */
+/* mm_qt_kernel for `tt` (1, 2, 4 or 8) token rows of the term buffer; fx: the fused form
+ * (tt <= QT_FX_TOK). */
 template <int TYPE, int QT_CB>
-static mm_kernel_fn pick_qt_cb(int tt) {
-    return tt == 1 ? mm_qt_kernel<TYPE, QT_CB, 1> : tt == 2 ? mm_qt_kernel<TYPE, QT_CB, 2>
-                   : tt == 4 ? mm_qt_kernel<TYPE, QT_CB, 4> : mm_qt_kernel<TYPE, QT_CB, 8>;
+static mm_kernel_fn pick_qt_cb(int tt, bool fx) {
+    if (fx)
+        return tt == 1 ? mm_qt_kernel<TYPE, QT_CB, 1, true> : tt == 2 ? mm_qt_kernel<TYPE, QT_CB, 2, true>
+                                                                       : mm_qt_kernel<TYPE, QT_CB, 4, true>;
+    return tt == 1 ? mm_qt_kernel<TYPE, QT_CB, 1, false> : tt == 2 ? mm_qt_kernel<TYPE, QT_CB, 2, false>
+                   : tt == 4 ? mm_qt_kernel<TYPE, QT_CB, 4, false> : mm_qt_kernel<TYPE, QT_CB, 8, false>;
 }
 template <int TYPE>
-static mm_kernel_fn pick_qt(bool short_rows, int tt) {
-    return short_rows ? pick_qt_cb<TYPE, 32>(tt) : pick_qt_cb<TYPE, 128>(tt);
+static mm_kernel_fn pick_qt(bool short_rows, int tt, bool fx) {
+    return short_rows ? pick_qt_cb<TYPE, 32>(tt, fx) : pick_qt_cb<TYPE, 128>(tt, fx);
 }
 
-/* mm_qt_kernel over n <= QT_TOK token rows, `groups` grid rows of a.rows weight rows each. */
-static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t groups, hipStream_t s) {
+static int64_t qt_rows_per_block(int64_t nb) { return nb <= 32 ? QT_PAIRS / 32 : QT_PAIRS / 128; }
+
+/* mm_qt_kernel over n <= QT_TOK token rows, `groups` grid rows of a.rows weight rows each;
+ * fx: a.act holds float rows (the fused form, n <= QT_FX_TOK). */
+static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t groups, bool fx, hipStream_t s) {
     a.nb = w->cols / block_elems(w->type);
     const bool short_rows = a.nb <= 32;
-    const int64_t rows_per = short_rows ? QT_PAIRS / 32 : QT_PAIRS / 128;
+    const int64_t rows_per = qt_rows_per_block(a.nb);
     const int tt = n <= 1 ? 1 : n == 2 ? 2 : n <= 4 ? 4 : 8;
-    mm_kernel_fn k = w->type == T_Q8_0   ? pick_qt<T_Q8_0>(short_rows, tt)
-                     : w->type == T_Q4_0 ? pick_qt<T_Q4_0>(short_rows, tt)
-                                         : pick_qt<T_MXFP4>(short_rows, tt);
+    mm_kernel_fn k = w->type == T_Q8_0   ? pick_qt<T_Q8_0>(short_rows, tt, fx)
+                     : w->type == T_Q4_0 ? pick_qt<T_Q4_0>(short_rows, tt, fx)
+                                         : pick_qt<T_MXFP4>(short_rows, tt, fx);
     hipLaunchKernelGGL(k, dim3((unsigned)((a.rows + rows_per - 1) / rows_per), groups), dim3(QT_NT), 0, s, a);
+}
+
+/* Whether a dense product of n float rows takes mm_qt_kernel's fused form: a Q8_0-activation
+ * type on aligned rows, n <= QT_FX_TOK, and the blocks' repeated activation reads (each block
+ * reads all n rows) within QT_FX_L2_BYTES, so the LM head and the 8192-column projections keep
+ * the separate conversion. */
+static bool qt_fused(const ds4rt_gk_weight *w, int64_t n) {
+    if (act_kind(w->type) != A_Q8_0 || n < 1 || n > QT_FX_TOK || ((uintptr_t)w->d_data & 15) != 0 ||
+        (w->row_bytes & 15) != 0)
+        return false;
+    const int64_t nb = w->cols / block_elems(w->type), blocks = (w->rows + qt_rows_per_block(nb) - 1) / qt_rows_per_block(nb);
+    return (double)blocks * (double)w->cols * 4.0 * (double)n <= (double)QT_FX_L2_BYTES;
 }
 
 /* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
@@ -1606,7 +1703,7 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
     const bool aligned = ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0 &&
                          (!EXPERTS || (a.expert_stride & 15) == 0);
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
-        launch_qt(w, a, n_grid_rows, 1, s);
+        launch_qt(w, a, n_grid_rows, 1, false, s);
     } else if (EXPERTS && aligned && w->type == T_IQ2_XXS) {
         /* split block terms (mm_qs_kernel). Q2_K is not taken here: the kernel's first, 16-thread
          * Q2_K form measured no faster at n = 1 (106 against 105 us a decode) and slower at n = 8
@@ -1675,6 +1772,18 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     int st = check_weight(w, "matmul");
     if (st != DS4RT_GK_OK) return st;
     if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
+    if (n > 0 && d_x != NULL && d_y != NULL && qt_fused(w, n)) { /* no separate conversion */
+        mm_args a = {};
+        a.w = (const uint8_t *)w->d_data;
+        a.act = (const uint8_t *)d_x;
+        a.y = d_y;
+        a.n = n;
+        a.stride = (size_t)w->cols * sizeof(float);
+        a.row_bytes = w->row_bytes;
+        a.rows = w->rows;
+        launch_qt(w, a, n, 1, true, (hipStream_t)stream);
+        return ds4rt_gk_check(hipGetLastError(), "matmul");
+    }
     st = ds4rt_gk_act_convert(w->type, d_x, n, w->cols, d_scratch, scratch_bytes, stream);
     if (st != DS4RT_GK_OK) return st;
     return ds4rt_gk_matmul_act(w, d_scratch, n, d_y, stream);
@@ -1712,7 +1821,7 @@ extern "C" int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_
     a.w_gstride = (uint64_t)a.rows * w->row_bytes;
     a.b_goff = w->cols / 32;
     a.y_stride = w->rows;
-    launch_qt(w, a, n, n_groups, (hipStream_t)stream);
+    launch_qt(w, a, n, n_groups, false, (hipStream_t)stream);
     return ds4rt_gk_check(hipGetLastError(), "matmul_grouped");
 }
 

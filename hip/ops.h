@@ -59,14 +59,28 @@ int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t n_out, uin
                     void *stream);
 
 /* HC pre from a mixing product d_mix [n][(2+N)*N] (from ds4rt_gk_hc_mix or any matmul of the
- * normalised rows): Sinkhorn coefficients pre/post/comb (float64, as the CPU), then
- * xn[i] = RMSNorm(sum_h pre[h] X[i][h]) * norm (d_norm NULL: no weight). post [n][N],
- * comb [n][N*N]. scale [3], base [(2+N)*N]. */
-int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_mix, const float *d_scale,
-                           const float *d_base, const float *d_norm, const float *d_X, float *d_xn, float *d_post,
-                           float *d_comb, void *stream);
+ * normalised rows): pre/post (float64, as the CPU), xn[i] = RMSNorm(sum_h pre[h] X[i][h]) *
+ * norm (d_norm NULL: no weight), and comb [n][N*N]: with `sinkhorn` the Sinkhorn coefficients
+ * (one warp of the kernel computes them beside the reduce where N*N fits in a warp), without
+ * it the raw comb logits of d_mix, which ds4rt_gk_hc_sinkhorn then turns into the coefficients.
+ * post [n][N]. scale [3], base [(2+N)*N]. */
+int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, int sinkhorn, const float *d_mix,
+                           const float *d_scale, const float *d_base, const float *d_norm, const float *d_X,
+                           float *d_xn, float *d_post, float *d_comb, void *stream);
 
-/* The whole hc_pre op: ds4rt_gk_hc_mix then ds4rt_gk_hc_pre_finish. */
+/* In place: comb [n][N*N] from raw logits to the Sinkhorn coefficients (float64, the CPU's
+ * order of operations). Reads nothing but comb, scale and base, so it may run on a second
+ * stream beside what follows hc_pre, joined before comb is read. */
+int ds4rt_gk_hc_sinkhorn(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_scale, const float *d_base,
+                         float *d_comb, void *stream);
+
+/* hc_pre without the Sinkhorn: ds4rt_gk_hc_mix then ds4rt_gk_hc_pre_finish (comb holds the raw
+ * logits; the GPU backend runs ds4rt_gk_hc_sinkhorn on a second stream: gpu_hc_rows.c). */
+int ds4rt_gk_hc_pre_raw(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn,
+                        uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
+                        const float *d_X, float *d_xn, float *d_post, float *d_comb, void *d_scratch,
+                        size_t scratch_bytes, void *stream);
+/* The whole hc_pre op on one stream: hc_mix then hc_pre_finish with the Sinkhorn. */
 int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn, uint64_t fn_row_bytes,
                     const float *d_scale, const float *d_base, const float *d_norm, const float *d_X, float *d_xn,
                     float *d_post, float *d_comb, void *d_scratch, size_t scratch_bytes, void *stream);

@@ -365,19 +365,86 @@ __device__ void gk_sinkhorn_warp(uint32_t n_rt, uint32_t iters, double eps, doub
     *out = v;
 }
 
-/* One block per row: the Sinkhorn coefficients (float64, the CPU's sequence of operations:
- * each row or column sum in index order, the divisions elementwise) by one warp where N*N
- * fits in it (gk_sinkhorn_warp) while the other warps form the weighted reduce of the N
- * streams, else by the block first (each sum by one thread, the divisions in parallel); then
- * the RMSNorm of the reduce. */
-__global__ void __launch_bounds__(GK_HCF_NT)
-    gk_hc_pre_finish_kernel(uint32_t N, uint32_t D, uint32_t iters, float hc_eps, float rms_eps,
-                            const float *__restrict__ mix, const float *__restrict__ scale,
-                            const float *__restrict__ base, const float *__restrict__ norm, const float *__restrict__ X,
-                            float *__restrict__ xn, float *__restrict__ post, float *__restrict__ comb) {
+/* The Sinkhorn coefficients of one row per block, in place: comb [n][N*N] holds the raw mixing
+ * logits (hc_pre_finish copied them there) and leaves with the coefficients (float64, the CPU's
+ * sequence of operations: each row or column sum in index order, the divisions elementwise), by
+ * one warp where N*N fits in it (gk_sinkhorn_warp), else by the block (each sum by one thread,
+ * the divisions in parallel). A kernel of its own so that the backend can run it beside the
+ * layer's attention or FFN on a second stream: only hc_post reads comb, and the ~10 us chain of
+ * 20 iterations no longer holds up xn, which the next product waits for (docs/GPU.md). */
+#define GK_SK_NT 256
+__global__ void __launch_bounds__(GK_SK_NT) gk_hc_sinkhorn_kernel(uint32_t N, uint32_t iters, float hc_eps,
+                                                                   const float *__restrict__ scale,
+                                                                   const float *__restrict__ base, float *comb) {
     GK_PDL_ENTRY();
     __shared__ double c[16 * 16];
     __shared__ double div[16];
+    const int tid = (int)threadIdx.x;
+    const int64_t t = blockIdx.x;
+    const uint32_t NN = N * N;
+    float *cm = comb + t * (int64_t)NN;
+    const double eps = (double)hc_eps;
+    if (NN <= DS4RT_WARP) { /* uniform over the block */
+        if (tid < DS4RT_WARP) {
+            const uint32_t k = (uint32_t)tid < NN ? (uint32_t)tid : 0u;
+            double v;
+            const double logit = (double)scale[2] * cm[k] + base[2 * N + k];
+            if (N == 4) gk_sinkhorn_warp<4>(N, iters, eps, logit, k, &v);
+            else gk_sinkhorn_warp<0>(N, iters, eps, logit, k, &v);
+            if ((uint32_t)tid < NN) cm[tid] = (float)v;
+        }
+        return;
+    }
+    if ((uint32_t)tid < NN) c[tid] = (double)scale[2] * cm[tid] + base[2 * N + tid];
+    __syncthreads();
+    if ((uint32_t)tid < N) { /* row softmax of row a = tid */
+        double *row = c + tid * N;
+        double mx = -DBL_MAX;
+        for (uint32_t b = 0; b < N; b++)
+            if (row[b] > mx) mx = row[b];
+        double sum = 0.0;
+        for (uint32_t b = 0; b < N; b++) {
+            row[b] = exp(row[b] - mx);
+            sum += row[b];
+        }
+        for (uint32_t b = 0; b < N; b++) row[b] = row[b] / sum + eps;
+    }
+    __syncthreads();
+    for (uint32_t it = 0; it < iters; it++) {
+        if (it > 0) {
+            if ((uint32_t)tid < N) {
+                double sm = 0.0;
+                for (uint32_t b = 0; b < N; b++) sm += c[tid * N + b];
+                div[tid] = sm + eps;
+            }
+            __syncthreads();
+            if ((uint32_t)tid < NN) c[tid] = c[tid] / div[tid / N];
+            __syncthreads();
+        }
+        if ((uint32_t)tid < N) {
+            double sm = 0.0;
+            for (uint32_t a = 0; a < N; a++) sm += c[a * N + tid];
+            div[tid] = sm + eps;
+        }
+        __syncthreads();
+        if ((uint32_t)tid < NN) c[tid] = c[tid] / div[tid % N];
+        __syncthreads();
+    }
+    if ((uint32_t)tid < NN) cm[tid] = (float)c[tid];
+}
+
+/* One block per row: pre and post (float64, as the CPU), then the RMSNorm of the weighted
+ * reduce of the N streams by the threads past the first warp. The first warp, where N*N fits in
+ * it, either runs the Sinkhorn itself meanwhile (sk: comb gets the coefficients) or copies the
+ * raw logits into comb for gk_hc_sinkhorn_kernel; the reduce's partition is the same either way,
+ * so both give the same bits. */
+__global__ void __launch_bounds__(GK_HCF_NT)
+    gk_hc_pre_finish_kernel(uint32_t N, uint32_t D, uint32_t iters, int sk, float hc_eps, float rms_eps,
+                            const float *__restrict__ mix,
+                            const float *__restrict__ scale, const float *__restrict__ base,
+                            const float *__restrict__ norm, const float *__restrict__ X, float *__restrict__ xn,
+                            float *__restrict__ post, float *__restrict__ comb) {
+    GK_PDL_ENTRY();
     __shared__ float pre[16];
     __shared__ double sh[GK_HCF_NT];
     const int tid = (int)threadIdx.x;
@@ -385,63 +452,26 @@ __global__ void __launch_bounds__(GK_HCF_NT)
     const float *m = mix + t * (int64_t)(2 + N) * N;
     const uint32_t NN = N * N;
     const double eps = (double)hc_eps;
-    const bool by_warp = NN <= DS4RT_WARP; /* uniform over the block */
     if ((uint32_t)tid < N) {
         pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m[tid] + base[tid]) + eps);
         post[t * N + tid] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[N + tid] + base[N + tid]));
     }
+    const bool by_warp = NN <= DS4RT_WARP; /* uniform over the block */
+    if (!sk || !by_warp) {
+        if ((uint32_t)tid < NN) comb[t * NN + tid] = m[2 * N + tid];
+    }
     __syncthreads(); /* pre */
-    if (by_warp) {
-        if (tid < DS4RT_WARP) {
-            const uint32_t k = (uint32_t)tid < NN ? (uint32_t)tid : 0u;
-            double v;
-            const double logit = (double)scale[2] * m[2 * N + k] + base[2 * N + k];
-            if (N == 4) gk_sinkhorn_warp<4>(N, iters, eps, logit, k, &v);
-            else gk_sinkhorn_warp<0>(N, iters, eps, logit, k, &v);
-            if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)v;
-        }
-    } else {
-        if ((uint32_t)tid < NN) c[tid] = (double)scale[2] * m[2 * N + tid] + base[2 * N + tid];
-        __syncthreads();
-        if ((uint32_t)tid < N) { /* row softmax of row a = tid */
-            double *row = c + tid * N;
-            double mx = -DBL_MAX;
-            for (uint32_t b = 0; b < N; b++)
-                if (row[b] > mx) mx = row[b];
-            double sum = 0.0;
-            for (uint32_t b = 0; b < N; b++) {
-                row[b] = exp(row[b] - mx);
-                sum += row[b];
-            }
-            for (uint32_t b = 0; b < N; b++) row[b] = row[b] / sum + eps;
-        }
-        __syncthreads();
-        for (uint32_t it = 0; it < iters; it++) {
-            if (it > 0) {
-                if ((uint32_t)tid < N) {
-                    double s = 0.0;
-                    for (uint32_t b = 0; b < N; b++) s += c[tid * N + b];
-                    div[tid] = s + eps;
-                }
-                __syncthreads();
-                if ((uint32_t)tid < NN) c[tid] = c[tid] / div[tid / N];
-                __syncthreads();
-            }
-            if ((uint32_t)tid < N) {
-                double s = 0.0;
-                for (uint32_t a = 0; a < N; a++) s += c[a * N + tid];
-                div[tid] = s + eps;
-            }
-            __syncthreads();
-            if ((uint32_t)tid < NN) c[tid] = c[tid] / div[tid % N];
-            __syncthreads();
-        }
-        if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)c[tid];
+    if (sk && by_warp && tid < DS4RT_WARP) {
+        const uint32_t k = (uint32_t)tid < NN ? (uint32_t)tid : 0u;
+        double v;
+        const double logit = (double)scale[2] * m[2 * N + k] + base[2 * N + k];
+        if (N == 4) gk_sinkhorn_warp<4>(N, iters, eps, logit, k, &v);
+        else gk_sinkhorn_warp<0>(N, iters, eps, logit, k, &v);
+        if ((uint32_t)tid < NN) comb[t * NN + tid] = (float)v;
     }
 
-    /* x = sum_h pre[h] X[h] (float, h in order) by the threads past the Sinkhorn's warp (all
-     * of them after the block's Sinkhorn), then RMSNorm with the weight; each thread rescales
-     * the elements it formed */
+    /* x = sum_h pre[h] X[h] (float, h in order), then RMSNorm with the weight; each thread
+     * rescales the elements it formed */
     const uint32_t first = by_warp ? DS4RT_WARP : 0, mixers = GK_HCF_NT - first;
     const float *Xt = X + t * (int64_t)N * D;
     float *x = xn + t * (int64_t)D;
@@ -460,23 +490,37 @@ __global__ void __launch_bounds__(GK_HCF_NT)
             x[j] = norm != NULL ? x[j] * inv * norm[j] : x[j] * inv;
 }
 
-extern "C" int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_mix, const float *d_scale,
-                                      const float *d_base, const float *d_norm, const float *d_X, float *d_xn,
-                                      float *d_post, float *d_comb, void *stream) {
+extern "C" int ds4rt_gk_hc_pre_finish(const ds4rt_gk_hc_dims *dims, int64_t n, int sinkhorn, const float *d_mix,
+                                      const float *d_scale, const float *d_base, const float *d_norm, const float *d_X,
+                                      float *d_xn, float *d_post, float *d_comb, void *stream) {
     int st = gk_hc_check(dims, n, "hc_pre_finish");
     if (st != DS4RT_GK_OK || n == 0) return st;
     if (!d_mix || !d_scale || !d_base || !d_X || !d_xn || !d_post || !d_comb)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre_finish: a tensor is NULL");
+    const int inline_sk = sinkhorn && dims->n_hc * dims->n_hc <= DS4RT_WARP;
     hipLaunchKernelGGL(gk_hc_pre_finish_kernel, dim3((unsigned)n), dim3(GK_HCF_NT), 0, (hipStream_t)stream, dims->n_hc,
-                       dims->d, dims->sinkhorn_iters, dims->hc_eps, dims->rms_eps, d_mix, d_scale, d_base, d_norm, d_X,
-                       d_xn, d_post, d_comb);
-    return DS4RT_GK_LAUNCHED("hc_pre_finish");
+                       dims->d, dims->sinkhorn_iters, inline_sk, dims->hc_eps, dims->rms_eps, d_mix, d_scale, d_base,
+                       d_norm, d_X, d_xn, d_post, d_comb);
+    int st2 = DS4RT_GK_LAUNCHED("hc_pre_finish");
+    if (st2 != DS4RT_GK_OK || !sinkhorn || inline_sk) return st2;
+    return ds4rt_gk_hc_sinkhorn(dims, n, d_scale, d_base, d_comb, stream); /* too wide for one warp */
 }
 
-extern "C" int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn,
-                               uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
-                               const float *d_X, float *d_xn, float *d_post, float *d_comb, void *d_scratch,
-                               size_t scratch_bytes, void *stream) {
+extern "C" int ds4rt_gk_hc_sinkhorn(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_scale, const float *d_base,
+                                    float *d_comb, void *stream) {
+    int st = gk_hc_check(dims, n, "hc_sinkhorn");
+    if (st != DS4RT_GK_OK || n == 0) return st;
+    if (!d_scale || !d_base || !d_comb) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_sinkhorn: a tensor is NULL");
+    hipLaunchKernelGGL(gk_hc_sinkhorn_kernel, dim3((unsigned)n), dim3(GK_SK_NT), 0, (hipStream_t)stream, dims->n_hc,
+                       dims->sinkhorn_iters, dims->hc_eps, d_scale, d_base, d_comb);
+    return DS4RT_GK_LAUNCHED("hc_sinkhorn");
+}
+
+/* hc_pre with (sinkhorn) or without the Sinkhorn */
+static int hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, int sinkhorn, uint32_t fn_type, const void *d_fn,
+                  uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
+                  const float *d_X, float *d_xn, float *d_post, float *d_comb, void *d_scratch, size_t scratch_bytes,
+                  void *stream) {
     int st = gk_hc_check(dims, n, "hc_pre");
     if (st != DS4RT_GK_OK || n == 0) return st;
     const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc, dims->d);
@@ -488,7 +532,24 @@ extern "C" int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
     if ((st = ds4rt_gk_hc_mix(dims, n, n_out, fn_type, d_fn, fn_row_bytes, d_X, mix, (uint8_t *)d_scratch + mix_bytes,
                               scratch_bytes - mix_bytes, stream)) != DS4RT_GK_OK)
         return st;
-    return ds4rt_gk_hc_pre_finish(dims, n, mix, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb, stream);
+    return ds4rt_gk_hc_pre_finish(dims, n, sinkhorn, mix, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb,
+                                  stream);
+}
+
+extern "C" int ds4rt_gk_hc_pre_raw(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn,
+                                   uint64_t fn_row_bytes, const float *d_scale, const float *d_base,
+                                   const float *d_norm, const float *d_X, float *d_xn, float *d_post, float *d_comb,
+                                   void *d_scratch, size_t scratch_bytes, void *stream) {
+    return hc_pre(dims, n, 0, fn_type, d_fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb,
+                  d_scratch, scratch_bytes, stream);
+}
+
+extern "C" int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn,
+                               uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
+                               const float *d_X, float *d_xn, float *d_post, float *d_comb, void *d_scratch,
+                               size_t scratch_bytes, void *stream) {
+    return hc_pre(dims, n, 1, fn_type, d_fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb,
+                  d_scratch, scratch_bytes, stream);
 }
 
 #define GK_EW_NT 256

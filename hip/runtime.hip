@@ -134,6 +134,10 @@ extern "C" int ds4rt_gk_event_record(void *event, void *stream) {
     return ds4rt_gk_check(hipEventRecord((hipEvent_t)event, (hipStream_t)stream), "event record");
 }
 
+extern "C" int ds4rt_gk_stream_wait_event(void *stream, void *event) {
+    return ds4rt_gk_check(hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, 0), "stream wait event");
+}
+
 extern "C" int ds4rt_gk_event_elapsed_ms(void *from, void *to, float *ms) {
     int st = ds4rt_gk_check(hipEventSynchronize((hipEvent_t)to), "event synchronize");
     if (st != DS4RT_GK_OK) return st;

@@ -383,6 +383,17 @@ def test_captured_graphs_replay_bitwise(qu, tmp_path):
 
 
 @needs_every_op
+def test_the_side_branch_sinkhorn_is_bitwise(qu, tmp_path):
+    """hc_pre's Sinkhorn on the context's second stream (the default; docs/GPU.md, "The side
+    branch") gives bitwise the logits of the Sinkhorn inside hc_pre_finish, plainly and from
+    captured graphs: a branch joined too late (hc_post reading comb early) would show here."""
+    want = _run_passes(qu, tmp_path, "s0", DS4RT_GPU_SIDE="0", DS4RT_GPU_GRAPHS="0")
+    for graphs in ("0", "1"):
+        got = _run_passes(qu, tmp_path, f"s1g{graphs}", DS4RT_GPU_SIDE="1", DS4RT_GPU_GRAPHS=graphs)
+        assert np.array_equal(want, got), graphs
+
+
+@needs_every_op
 def test_programmatic_dependent_launch_is_bitwise(qu, tmp_path):
     """Kernels launched with programmatic dependent launch (DS4RT_GPU_PDL=1 where the device has
     it: docs/GPU.md) give bitwise the logits of plainly serialised launches, with and without

@@ -93,11 +93,13 @@ typedef struct attn_ctx {
     float *sinks, *q, *out;
     void *scratch;
     size_t sb;
+    uint32_t *tickets;
 } attn_ctx;
 
 static int call_attn(void *c) {
     attn_ctx *a = c;
-    return ds4rt_gk_attention(a->pass, a->n, 64, 512, &a->k, a->sinks, a->q, a->out, a->scratch, a->sb, stream);
+    return ds4rt_gk_attention(a->pass, a->n, 64, 512, &a->k, a->sinks, a->q, a->out, a->scratch, a->sb, a->tickets,
+                              stream);
 }
 
 static void bench_attention(int64_t n, int64_t n_comp, int selected) {
@@ -132,6 +134,7 @@ static void bench_attention(int64_t n, int64_t n_comp, int selected) {
     a.out = dev_zero((size_t)n * H * d * 4);
     a.sb = ds4rt_gk_attention_scratch_bytes(n, H, d);
     a.scratch = dev_zero(a.sb);
+    a.tickets = dev_zero((size_t)n * H * 4);
     const double us = time_us(call_attn, &a, quick ? 2 : 200);
     const int64_t keys = W + (n_comp == 0 ? 0 : selected ? 512 : (pos0 + 1) / ratio);
     char shape[128];
@@ -140,6 +143,7 @@ static void bench_attention(int64_t n, int64_t n_comp, int selected) {
     record("attention", shape, us, (double)keys * d * 4);
     ds4rt_gk_free(a.pass), ds4rt_gk_free(ring), ds4rt_gk_free(comp), ds4rt_gk_free(sel), ds4rt_gk_free(ns);
     ds4rt_gk_free(a.sinks), ds4rt_gk_free(a.q), ds4rt_gk_free(a.out), ds4rt_gk_free(a.scratch);
+    ds4rt_gk_free(a.tickets);
 }
 
 /* ---- indexer ---- */

@@ -675,14 +675,15 @@ static void run_attention(const attn_case *c, const char *label) {
                               .sel_stride = (uint32_t)stride};
     const size_t sb = ds4rt_gk_attention_scratch_bytes(n, H, d);
     void *scratch = gdev(sb), *gp = gpass(c->pos0, c->base);
-    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gout, scratch, sb, stream), "attention");
+    uint32_t *tickets = gdev((size_t)n * H * 4); /* zero; every call leaves them zero */
+    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gout, scratch, sb, tickets, stream), "attention");
     float *res = gdown_f(gout, qn);
     const double err = max_abs(res, cf(cout), qn);
     char what[140];
     snprintf(what, sizeof what, "%s: vs cpu, max |diff|", label);
     report("attention", what, err <= ATT_TOL, err, ATT_TOL);
 
-    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gq, scratch, sb, stream), "attention in place");
+    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gq, scratch, sb, tickets, stream), "attention in place");
     float *inplace = gdown_f(gq, qn);
     int alias_ok = same_bits(inplace, res, qn * 4);
     if (!c->block) { /* batch invariance: in block mode a row's keys are the whole block */
@@ -696,7 +697,7 @@ static void run_attention(const attn_case *c, const char *label) {
                 one.d_n_sel = gns + i;
             }
             gk(ds4rt_gk_attention(gpi, 1, H, d, &one, gsk, gq + (size_t)i * H * d, gout + (size_t)i * H * d, scratch,
-                                  sb, stream),
+                                  sb, tickets, stream),
                "attention row");
             gk(ds4rt_gk_stream_sync(stream), "sync");
             ds4rt_gk_free(gpi);
@@ -713,6 +714,7 @@ static void run_attention(const attn_case *c, const char *label) {
     cfree(cq), cfree(cout), cfree(cring), cfree(cb), cfree(cc), cfree(csk), cfree(csel), cfree(cns), cfree(cp.buf);
     ds4rt_gk_free(gq), ds4rt_gk_free(gout), ds4rt_gk_free(gring), ds4rt_gk_free(gb), ds4rt_gk_free(gc);
     ds4rt_gk_free(gsk), ds4rt_gk_free(gsel), ds4rt_gk_free(gns), ds4rt_gk_free(scratch), ds4rt_gk_free(gp);
+    ds4rt_gk_free(tickets);
 }
 
 static void test_attention(void) {
@@ -756,6 +758,7 @@ typedef struct graph_case {
     float *x, *ring, *out, *iq, *iw, *rows, *sinks, *u, *g;
     int32_t *sel, *ns;
     void *ascratch, *iscratch;
+    uint32_t *tickets;
     size_t asb, isb;
     ds4rt_gk_comp_desc cd;
     ds4rt_gk_comp_state cs;
@@ -775,7 +778,8 @@ static void graph_pass(graph_case *c) {
        "indexer_topk");
     const ds4rt_gk_attn_keys k = {.d_ring = c->ring, .ring_cap = G_CAP, .window = G_W, .comp_ratio = 4,
                                   .d_comp = c->rows, .d_sel = c->sel, .d_n_sel = c->ns, .sel_stride = G_TOP};
-    gk(ds4rt_gk_attention(c->pass, G_N, G_H, G_D, &k, c->sinks, c->ring, c->out, c->ascratch, c->asb, stream),
+    gk(ds4rt_gk_attention(c->pass, G_N, G_H, G_D, &k, c->sinks, c->ring, c->out, c->ascratch, c->asb, c->tickets,
+                          stream),
        "attention");
 }
 
@@ -817,6 +821,7 @@ static void test_graph_replay(void) {
     c.asb = ds4rt_gk_attention_scratch_bytes(G_N, G_H, G_D);
     c.isb = ds4rt_gk_indexer_topk_scratch_bytes(G_N, G_COMP);
     c.ascratch = gdev(c.asb);
+    c.tickets = gdev((size_t)G_N * G_H * 4);
     c.iscratch = gdev(c.isb);
     c.cd = (ds4rt_gk_comp_desc){.ratio = 4, .dim = G_DI, .d_ape = gup(h = rand_vec(4 * 2 * G_DI, -1, 1), 4 * 2 * G_DI * 4),
                                 .d_norm = NULL, .rms_eps = 1e-6f, .rope = {.n_rot = 16, .base = 160000, .yarn = 1,

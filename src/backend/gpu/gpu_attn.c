@@ -106,8 +106,11 @@ ds4rt_status gpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
     ds4rt_gk_attn_keys gk = {.d_ring = DF(k->ring), .ring_cap = k->ring_cap, .window = k->window, .block = k->block,
                              .d_block_rows = DF(k->block_rows), .comp_ratio = k->comp_ratio, .d_comp = DF(k->comp),
                              .d_sel = DI(k->sel), .d_n_sel = DI(k->n_sel), .sel_stride = k->sel_stride};
+    if ((uint64_t)n * heads > ws->n_tickets)
+        return ds4rt_fail(DS4RT_ERR_INTERNAL, "attention of %lld rows x %u heads over a workspace reserved for %llu",
+                          (long long)n, heads, (unsigned long long)ws->n_tickets);
     GK(ds4rt_gk_attention(DPASS(in), n, heads, dim, &gk, DF(sinks), DF(q), DF(out), ws->kscratch,
-                          (size_t)ws->kscratch_bytes, gstream(ctx)),
+                          (size_t)ws->kscratch_bytes, (uint32_t *)(void *)DI(ws->tickets), gstream(ctx)),
        "attention");
     return DS4RT_OK;
 }

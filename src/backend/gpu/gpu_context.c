@@ -22,6 +22,10 @@ ds4rt_status gpu_ctx_create(ds4rt_backend *be, int n_threads, ds4rt_bctx **out) 
         return gpu_check(st, "context stream");
     }
     gpu_graphs_init(c);
+    /* DS4RT_GPU_SIDE=0 keeps hc_pre's Sinkhorn inside hc_pre_finish (docs/GPU.md, "The side
+     * branch"); both give the same bits */
+    const char *side = getenv("DS4RT_GPU_SIDE");
+    c->side_sinkhorn = side == NULL || strcmp(side, "0") != 0;
     *out = &c->base;
     return DS4RT_OK;
 }
@@ -50,6 +54,10 @@ static uint64_t layout(gpu_workspace *ws, ds4rt_dbuf *buf, const ds4rt_hparams *
     ws->shg = carve(buf, &off, rows * hp->shared_ff);
     ws->shu = carve(buf, &off, rows * hp->shared_ff);
     ws->shy = carve(buf, &off, rows * D);
+    /* zero as allocated; every attention call leaves them zero (hip/attn.h) */
+    ds4rt_df32 tk = carve(buf, &off, rows * hp->n_head);
+    ws->tickets = (ds4rt_di32){tk.buf, tk.off};
+    ws->n_tickets = rows * hp->n_head;
     ws->kscratch_bytes = gpu_kernel_scratch_bytes(hp, lim);
     ds4rt_df32 ks = carve(buf, &off, (ws->kscratch_bytes + 3) / 4);
     ws->kscratch = buf ? (void *)DF(ks) : NULL;
@@ -104,13 +112,47 @@ ds4rt_status gpu_ctx_reserve(ds4rt_bctx *ctx, const ds4rt_hparams *hp, const ds4
 void gpu_ctx_free(ds4rt_bctx *ctx) {
     if (ctx == NULL) return;
     gpu_ctx *c = gctx(ctx);
+    (void)gpu_side_join(ctx);
     (void)ds4rt_gk_stream_sync(c->stream);
     gpu_graphs_free(c);
     for (uint32_t i = 0; i < DS4RT_MARK_SLOTS; i++) ds4rt_gk_event_destroy(c->marks[i]);
     if (c->ws.buf != NULL) gpu_release(ctx->be, c->ws.buf);
     if (c->ws.act != NULL) gpu_release(ctx->be, c->ws.act);
     ds4rt_gk_stream_destroy(c->stream);
+    ds4rt_gk_stream_destroy(c->side);
+    ds4rt_gk_event_destroy(c->fork_ev);
+    ds4rt_gk_event_destroy(c->join_ev);
     free(c);
+}
+
+ds4rt_status gpu_side_fork(ds4rt_bctx *ctx, void **side) {
+    gpu_ctx *c = gctx(ctx);
+    *side = NULL;
+    TRY(gpu_side_join(ctx));
+    if (c->side == NULL) {
+        GK(ds4rt_gk_stream_create(&c->side), "side stream");
+        GK(ds4rt_gk_event_create(&c->fork_ev), "side fork event");
+        GK(ds4rt_gk_event_create(&c->join_ev), "side join event");
+    }
+    GK(ds4rt_gk_event_record(c->fork_ev, c->stream), "side fork");
+    GK(ds4rt_gk_stream_wait_event(c->side, c->fork_ev), "side fork");
+    *side = c->side;
+    return DS4RT_OK;
+}
+
+ds4rt_status gpu_side_done(ds4rt_bctx *ctx) {
+    gpu_ctx *c = gctx(ctx);
+    GK(ds4rt_gk_event_record(c->join_ev, c->side), "side join");
+    c->side_pending = true;
+    return DS4RT_OK;
+}
+
+ds4rt_status gpu_side_join(ds4rt_bctx *ctx) {
+    gpu_ctx *c = gctx(ctx);
+    if (!c->side_pending) return DS4RT_OK;
+    c->side_pending = false;
+    GK(ds4rt_gk_stream_wait_event(c->stream, c->join_ev), "side join");
+    return DS4RT_OK;
 }
 
 int gpu_ctx_threads(const ds4rt_bctx *ctx) {
@@ -142,6 +184,7 @@ ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *
 }
 
 ds4rt_status gpu_synchronize(ds4rt_bctx *ctx) {
+    TRY(gpu_side_join(ctx));
     GK(ds4rt_gk_stream_sync(gstream(ctx)), "synchronize");
     return DS4RT_OK;
 }
@@ -152,6 +195,7 @@ ds4rt_status gpu_mark(ds4rt_bctx *ctx, uint32_t slot) {
     gpu_ctx *c = gctx(ctx);
     if (slot >= DS4RT_MARK_SLOTS) return ds4rt_fail(DS4RT_ERR_INTERNAL, "mark slot %u of %u", slot, DS4RT_MARK_SLOTS);
     if (c->recording) return ds4rt_fail(DS4RT_ERR_INTERNAL, "stage-timer mark inside a recorded pass");
+    TRY(gpu_side_join(ctx));
     if (c->marks[slot] == NULL) GK(ds4rt_gk_event_create(&c->marks[slot]), "stage-timer event");
     GK(ds4rt_gk_event_record(c->marks[slot], c->stream), "stage-timer mark");
     c->marked |= 1u << slot;

@@ -47,7 +47,12 @@ ds4rt_status gpu_pass_end(ds4rt_bctx *ctx, bool ok) {
     if (!c->recording) return DS4RT_OK;
     c->recording = false;
     void *exec = NULL;
+    ds4rt_status joined = gpu_side_join(ctx); /* a capture must end with every fork joined */
     int st = ds4rt_gk_capture_end(c->stream, &exec);
+    if (joined != DS4RT_OK) {
+        ds4rt_gk_graph_destroy(exec);
+        return joined;
+    }
     if (!ok) {
         ds4rt_gk_graph_destroy(exec); /* a failed op: its error is the pass's */
         return DS4RT_OK;

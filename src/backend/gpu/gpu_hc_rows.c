@@ -24,15 +24,26 @@ ds4rt_status gpu_hc_pre(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, con
                         ds4rt_df32 norm, ds4rt_df32 X, ds4rt_df32 xn, ds4rt_df32 post, ds4rt_df32 comb) {
     gpu_workspace *ws = &gctx(ctx)->ws;
     ds4rt_gk_hc_dims d = hc_dims(hp);
-    GK(ds4rt_gk_hc_pre(&d, n, w->fn.type, DB(w->fn.data), w->fn.row_bytes, DF(w->scale), DF(w->base), DF(norm), DF(X),
-                       DF(xn), DF(post), DF(comb), ws->kscratch, (size_t)ws->kscratch_bytes, gstream(ctx)),
+    if (!gctx(ctx)->side_sinkhorn) {
+        GK(ds4rt_gk_hc_pre(&d, n, w->fn.type, DB(w->fn.data), w->fn.row_bytes, DF(w->scale), DF(w->base), DF(norm),
+                           DF(X), DF(xn), DF(post), DF(comb), ws->kscratch, (size_t)ws->kscratch_bytes, gstream(ctx)),
+           "hc_pre");
+        return DS4RT_OK;
+    }
+    GK(ds4rt_gk_hc_pre_raw(&d, n, w->fn.type, DB(w->fn.data), w->fn.row_bytes, DF(w->scale), DF(w->base), DF(norm),
+                           DF(X), DF(xn), DF(post), DF(comb), ws->kscratch, (size_t)ws->kscratch_bytes, gstream(ctx)),
        "hc_pre");
-    return DS4RT_OK;
+    /* the Sinkhorn beside the sublayer: comb is read by hc_post only, which joins first */
+    void *side;
+    TRY(gpu_side_fork(ctx, &side));
+    GK(ds4rt_gk_hc_sinkhorn(&d, n, DF(w->scale), DF(w->base), DF(comb), side), "hc_pre sinkhorn");
+    return gpu_side_done(ctx);
 }
 
 ds4rt_status gpu_hc_post(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 X, ds4rt_df32 f,
                          ds4rt_df32 post, ds4rt_df32 comb, ds4rt_df32 X_out) {
     ds4rt_gk_hc_dims d = hc_dims(hp);
+    TRY(gpu_side_join(ctx)); /* hc_pre's Sinkhorn wrote comb */
     GK(ds4rt_gk_hc_post(&d, n, DF(X), DF(f), DF(post), DF(comb), DF(X_out), gstream(ctx)), "hc_post");
     return DS4RT_OK;
 }

@@ -66,6 +66,8 @@ typedef struct gpu_workspace {
     ds4rt_df32 yslot;         /* [rows][k][D] expert outputs per slot */
     ds4rt_df32 shg, shu;      /* [rows][F*ns] shared expert */
     ds4rt_df32 shy;           /* [rows][D] */
+    ds4rt_di32 tickets;       /* [rows][heads] attention's split counters (zero between calls) */
+    uint64_t n_tickets;
     /* kernel scratch the launchers ask for (…_scratch_bytes()) */
     void *kscratch;
     uint64_t kscratch_bytes;
@@ -91,6 +93,10 @@ typedef struct gpu_ctx {
     size_t n_graphs;
     void *marks[DS4RT_MARK_SLOTS]; /* stage-timer events, created at a slot's first mark */
     uint32_t marked;               /* bit per slot that holds a recorded event */
+    /* the side branch (gpu_side_fork): a second stream, its fork and join events */
+    void *side, *fork_ev, *join_ev;
+    bool side_pending;             /* work issued on `side` that `stream` has not joined */
+    bool side_sinkhorn;            /* hc_pre's Sinkhorn on the side branch (DS4RT_GPU_SIDE) */
 } gpu_ctx;
 
 static inline gpu_ctx *gctx(ds4rt_bctx *ctx) { return (gpu_ctx *)ctx; }
@@ -131,6 +137,14 @@ int gpu_ctx_threads(const ds4rt_bctx *ctx);
 ds4rt_status gpu_upload(ds4rt_bctx *ctx, ds4rt_dbuf *dst, uint64_t off, const void *src, uint64_t bytes);
 ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *dst, uint64_t bytes);
 ds4rt_status gpu_synchronize(ds4rt_bctx *ctx);
+/* The side branch: work that may run beside what follows it on the context's stream (hc_pre's
+ * Sinkhorn, which only hc_post reads). fork gives the second stream, waiting for everything
+ * issued so far; done closes the branch; join makes the context's stream wait for it (a no-op
+ * without one open). One branch at a time: fork joins an earlier one first. pass_end,
+ * synchronize and marks join, so a captured graph ends joined and a stage timer covers it. */
+ds4rt_status gpu_side_fork(ds4rt_bctx *ctx, void **side);
+ds4rt_status gpu_side_done(ds4rt_bctx *ctx);
+ds4rt_status gpu_side_join(ds4rt_bctx *ctx);
 ds4rt_status gpu_mark(ds4rt_bctx *ctx, uint32_t slot);
 ds4rt_status gpu_mark_ms(ds4rt_bctx *ctx, uint32_t from, uint32_t to, double *ms);
 /* The Q8->F16 cache (gpu_cache.c): expand `w`; the F16 view of `w` (or of a block of its
