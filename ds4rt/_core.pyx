@@ -4,6 +4,7 @@ instead of importing this one directly; its names may change between versions.""
 
 from libc.stdint cimport uint16_t, uint32_t
 
+import inspect
 import os
 
 import numpy as np

@@ -180,10 +180,41 @@ cdef int _token_trampoline(void *user, int32_t token) noexcept with gil:
     return 0 if (not go or run.stopping()) else 1
 
 
+cdef class _DraftKey:
+    """What a host drafter's generations give C as draft_user: one object per (session, drafter),
+    so the scheduler's memory, which C keys on that pointer (src/api/speculative.c), recognises
+    the drafter of an earlier generation. `run` is the generation now using it."""
+    cdef object draft
+    cdef _GenRun run
+
+    def __cinit__(self, draft):
+        self.draft = draft
+
+
+cdef bint _same_drafter(a, b):
+    """The same callable: the same object, or bound methods of one function on one object
+    (`obj.draft` makes a new bound method object at every access)."""
+    if a is b:
+        return True
+    return (inspect.ismethod(a) and inspect.ismethod(b) and a.__self__ is b.__self__
+            and a.__func__ is b.__func__)
+
+
+cdef _DraftKey _draft_key(_Session s, draft):
+    """The session's key for `draft`: the last one if it is for the same drafter, else a new one
+    (made while the old one is alive, so its address cannot be the old key's)."""
+    cdef _DraftKey old = s._draft_key
+    if old is not None and _same_drafter(old.draft, draft):
+        return old
+    cdef _DraftKey key = _DraftKey(draft)
+    s._draft_key = key
+    return key
+
+
 cdef int32_t _draft_trampoline(void *user, const int32_t *context, size_t n_context,
                                int32_t max_draft, int32_t *draft, float *probs,
                                uint32_t n_vocab, int32_t *have_probs) noexcept with gil:
-    cdef _GenRun run = <_GenRun>user
+    cdef _GenRun run = (<_DraftKey>user).run
     cdef int32_t[::1] cv
     cdef int32_t[::1] iv
     cdef float[:, ::1] pv
@@ -324,6 +355,7 @@ def _generate(_Session s, prompt, int64_t max_tokens, dict sampler, bint stop_at
     cdef int32_t[::1] ov
     cdef int32_t *op = NULL
     cdef uint32_t block
+    cdef _DraftKey key = None
     s.enter()
     try:
         _validate_prompt(s, pv)
@@ -374,8 +406,10 @@ def _generate(_Session s, prompt, int64_t max_tokens, dict sampler, bint stop_at
                 if dspark is not None:
                     sp.dspark = dspark.live()
                 else:
+                    key = _draft_key(s, run.draft)
+                    key.run = run
                     sp.draft_fn = _draft_trampoline
-                    sp.draft_user = <void *>run
+                    sp.draft_user = <void *>key
                 sp.confidence_threshold = confidence_threshold
                 _fill_scheduler(&sched, scheduler)
                 sp.scheduler = &sched
@@ -411,5 +445,7 @@ def _generate(_Session s, prompt, int64_t max_tokens, dict sampler, bint stop_at
             "error": err,
         }
     finally:
+        if key is not None:
+            key.run = None
         run.session = None
         s.leave()

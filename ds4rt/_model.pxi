@@ -328,6 +328,7 @@ cdef class _Session:
     cdef object _trace
     cdef public object _trace_error
     cdef object dspark          # the _DSpark attached in C, kept alive while it is
+    cdef public object _draft_key  # the host drafter's _DraftKey (_generate.pxi)
     cdef object __weakref__
 
     def __cinit__(self, _Model model, int64_t n_ctx=4096, uint32_t max_batch=32):

@@ -460,3 +460,37 @@ def test_the_scheduler_remembers_a_drafter_between_generations(model, fl):
             toks, max_tokens=30, dspark=d, scheduler=FIXED, on_schedule=events.append
         )
         assert not events[0]["recalled"]
+
+
+def test_the_scheduler_remembers_a_host_drafter_between_generations(model):
+    """A host drafter given from Python is recognised by the session's scheduler memory across
+    generations (the same callable, or bound methods of one object), so a second generation
+    starts from what the first learned instead of paying the warm-up probe again."""
+    toks = prompt(9, 24)
+    want = plain(model, toks, 30)
+    s = model.session(max_batch=32)
+
+    def first_events(draft):
+        events = []
+        got = s.generate(
+            toks, max_tokens=30, draft=draft, stop_at_eos=False, on_schedule=events.append
+        )
+        assert got.ids == want
+        s.reset()
+        return events[0]
+
+    wrong = Oracle(toks + want, model.n_vocab, "wrong")
+    assert not first_events(wrong)["recalled"]
+    assert first_events(wrong)["recalled"]
+
+    class Holder:
+        def __init__(self):
+            self.o = Oracle(toks + want, model.n_vocab, "wrong")
+
+        def draft(self, ctx, k):
+            return self.o(ctx, k)
+
+    h = Holder()
+    assert not first_events(h.draft)["recalled"]  # another drafter: nothing to recall
+    assert first_events(h.draft)["recalled"]  # a new bound method of the same one
+    assert not first_events(Holder().draft)["recalled"]
