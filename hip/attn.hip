@@ -830,8 +830,8 @@ extern "C" int ds4rt_gk_indexer_topk(const void *d_pass, int64_t n, uint32_t idx
  * w takes keys k0 + w, k0 + w + ATT_WARPS, ... of the chunk and keeps its own online softmax
  * with the query and the weighted values in registers (lane l holds dims l + j * DS4RT_WARP),
  * so a key costs one coalesced row load, a warp dot and no block barrier. The warps are then
- * merged in warp order into the split's (max, sum, weighted values), and the combine kernel
- * folds the splits and the sink in split order.
+ * merged in warp order into the split's (max, sum, weighted values), and the block of the
+ * split that finishes last folds the splits and the sink in split order (attn_finish_split).
  *
  * The first version kept 8 heads per block with key tiles in shared memory (each key read once
  * per 8 heads); at a decode's ~65 keys only 5 of its splits had work and each spent ~47 us in

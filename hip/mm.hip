@@ -895,8 +895,8 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
  * tokens into shared memory, and one warp then adds them into the lanes in the CPU's order.
  *
  * Fused form (FX, n <= QT_FX_TOK): a.act holds the float rows x themselves, and each thread
- * block quantises the step's activation blocks into shared memory (q8_0_lane, 32 threads a
- * block) while the step's weights are in flight, instead of a separate act_q8_0 launch (33 of
+ * block quantises the step's activation blocks into shared memory (q8_0_part: 16 or 4 elements
+ * a thread, 2 or 8 threads a block) while the step's weights are in flight, instead of a separate act_q8_0 launch (33 of
  * a decode's launches, ~2.8 us each on the H200). Every block of the grid repeats that work,
  * so the launcher takes it only while the repeated reads stay small (QT_FX_L2_BYTES). */
 #define QT_NT 256
@@ -1772,7 +1772,8 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     int st = check_weight(w, "matmul");
     if (st != DS4RT_GK_OK) return st;
     if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
-    if (n > 0 && d_x != NULL && d_y != NULL && qt_fused(w, n)) { /* no separate conversion */
+    /* the fused form reads x with 16-byte loads: an unaligned view takes the conversion */
+    if (n > 0 && d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && qt_fused(w, n)) {
         mm_args a = {};
         a.w = (const uint8_t *)w->d_data;
         a.act = (const uint8_t *)d_x;

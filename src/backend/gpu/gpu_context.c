@@ -129,10 +129,18 @@ ds4rt_status gpu_side_fork(ds4rt_bctx *ctx, void **side) {
     gpu_ctx *c = gctx(ctx);
     *side = NULL;
     TRY(gpu_side_join(ctx));
-    if (c->side == NULL) {
-        GK(ds4rt_gk_stream_create(&c->side), "side stream");
-        GK(ds4rt_gk_event_create(&c->fork_ev), "side fork event");
-        GK(ds4rt_gk_event_create(&c->join_ev), "side join event");
+    if (c->side == NULL) { /* all three or none, so a failed first fork can be retried */
+        void *s = NULL, *f = NULL, *j = NULL;
+        int st = ds4rt_gk_stream_create(&s);
+        if (st == DS4RT_GK_OK) st = ds4rt_gk_event_create(&f);
+        if (st == DS4RT_GK_OK) st = ds4rt_gk_event_create(&j);
+        if (st != DS4RT_GK_OK) {
+            ds4rt_gk_stream_destroy(s);
+            ds4rt_gk_event_destroy(f);
+            ds4rt_gk_event_destroy(j);
+            return gpu_check(st, "side stream");
+        }
+        c->side = s, c->fork_ev = f, c->join_ev = j;
     }
     GK(ds4rt_gk_event_record(c->fork_ev, c->stream), "side fork");
     GK(ds4rt_gk_stream_wait_event(c->side, c->fork_ev), "side fork");
