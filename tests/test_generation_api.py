@@ -309,6 +309,11 @@ def test_speculative_results_carry_this_generations_statistics(model, dspark):
     assert a.spec_stats["proposed"] + b.spec_stats["proposed"] == total["proposed"]
     hist = np.add(a.spec_stats["draft_len_hist"], b.spec_stats["draft_len_hist"])
     assert hist.tolist() == total["draft_len_hist"]
+    for sp in (a.spec_stats, b.spec_stats):  # the derived fields come from this share's counters
+        verified = sp["full"] + sp["partial"] + sp["miss_first"]
+        assert verified == sp["cycles"] - sp["no_draft"] > 0
+        assert sp["committed_per_verify"] == round((sp["accepted_draft"] + verified) / verified, 3)
+        assert sp["avg_accept"] == round(sp["accepted_draft"] / sp["cycles"], 3)
 
 
 def test_stop_strings_need_a_tokenizer(model, tmp_path):

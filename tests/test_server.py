@@ -196,6 +196,10 @@ def test_metrics_page(client):
     stats = client.get("/stats").json()["spec_stats"]
     assert stats["cycles"] == metric(text, "ds4rt_dspark_cycles_total")
     assert stats["proposed"] == metric(text, "ds4rt_spec_decode_num_draft_tokens_total")
+    # derived from the summed counters, never summed itself nor exported as a metric
+    verified = stats["full"] + stats["partial"] + stats["miss_first"]
+    per_verify = round((stats["accepted_draft"] + verified) / verified, 3) if verified else 0.0
+    assert stats["committed_per_verify"] == per_verify and "committed_per_verify" not in text
     assert metric(text, "ds4rt_num_requests_running") == 0
     assert "_created" not in text
 

@@ -289,6 +289,7 @@ def test_stats_line_json_and_callbacks(model, dspark):
         "accepted_draft",
         "accept_rate",
         "avg_accept",
+        "committed_per_verify",
         "full",
         "partial",
         "miss_first",
@@ -329,8 +330,51 @@ def test_stats_line_json_and_callbacks(model, dspark):
     assert st["tokens"] == 24 and st["cycles"] == st["first_tokens"]
     assert st["full"] + st["partial"] + st["miss_first"] + st["no_draft"] == st["cycles"]
     assert sum(st["accepted_len_hist"]) == st["cycles"]
+    # committed tokens per verified cycle: accepted drafts plus one token per verified cycle
+    verified = st["full"] + st["partial"] + st["miss_first"]
+    assert verified == st["cycles"] - st["no_draft"] == sum(st["draft_len_hist"][1:]) > 0
+    per_verify = (st["accepted_draft"] + verified) / verified
+    assert st["committed_per_verify"] == pytest.approx(per_verify, abs=5e-4)
+    assert f" committed_per_verify={per_verify:.3f} " in line
     s.reset_spec_stats()
-    assert s.spec_stats()["cycles"] == 0
+    assert s.spec_stats()["cycles"] == 0 and s.spec_stats()["committed_per_verify"] == 0.0
+    assert " committed_per_verify=0.000 " in s.spec_stats_line()
+
+
+def stats_struct(**counters):
+    """A raw ds4rt_spec_stats (bytes) with the given counters, the rest 0."""
+    pytest.importorskip("cffi")
+    import abi_cffi
+
+    p = abi_cffi.new.new("ds4rt_spec_stats *")
+    p.size = abi_cffi.new.sizeof("ds4rt_spec_stats")
+    for k, v in counters.items():
+        setattr(p, k, v)
+    return bytes(abi_cffi.new.buffer(p))
+
+
+def test_committed_per_verify_is_derived_from_the_counters():
+    # 9 cycles: 6 verified drafts (3 full, 2 partial, 1 missed the first), 3 without a draft
+    c = {"cycles": 9, "proposed": 20, "accepted_draft": 11, "full": 3, "partial": 2}
+    c.update(miss_first=1, no_draft=3)
+    st = ds4rt.stats.stats_to_dict(stats_struct(**c))
+    assert st["committed_per_verify"] == round((11 + 6) / 6, 3) == 2.833
+    assert st["avg_accept"] == round(11 / 9, 3) and st["accept_rate"] == 55.0
+    line = ds4rt.stats.stats_line(stats_struct(**c))
+    assert " accept_rate=55.00% avg_accept=1.222 committed_per_verify=2.833 full=3 " in line
+    # cycles without a draft do not count; no verified cycle at all gives 0
+    none = stats_struct(cycles=4, no_draft=4)
+    assert ds4rt.stats.stats_to_dict(none)["committed_per_verify"] == 0
+    assert " committed_per_verify=0.000 " in ds4rt.stats.stats_line(none)
+    # every draft missed: one committed token per verified cycle
+    missed = stats_struct(cycles=2, proposed=6, miss_first=2)
+    assert ds4rt.stats.stats_to_dict(missed)["committed_per_verify"] == 1
+    # a generation's share (delta) derives it again from the subtracted counters
+    before = ds4rt.stats.stats_to_dict(stats_struct(cycles=3, accepted_draft=4, full=1, partial=1))
+    d = ds4rt.stats.delta(before, st)
+    assert (d["full"], d["partial"], d["miss_first"], d["accepted_draft"]) == (2, 1, 1, 7)
+    assert d["committed_per_verify"] == round((7 + 4) / 4, 3)
+    assert ds4rt.stats.delta(st, st)["committed_per_verify"] == 0.0
 
 
 def test_bad_speculative_setups(model, dspark, tmp_path_factory):

@@ -20,7 +20,7 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from ..stats import LEVEL_FIELDS
+from ..stats import DERIVED_FIELDS, LEVEL_FIELDS, derive
 
 # No "<name>_created" series next to every counter: they double the page and say nothing a
 # scraper needs (the process start time is what resets the counters). Process-wide.
@@ -51,7 +51,6 @@ _LABELLED = {
         "draft tokens accepted at position i of a block (vLLM's name)",
     ),
 }
-_DERIVED = {"accept_rate", "avg_accept"}
 # net_saved may be negative (speculation cost more than it saved): a gauge, not a counter.
 _SIGNED_TIMERS = {"net_saved"}
 
@@ -59,7 +58,7 @@ _SIGNED_TIMERS = {"net_saved"}
 def add_stats(total: dict[str, Any], part: dict[str, Any]) -> None:
     """Adds one generation's statistics to a running total (levels take the newer value)."""
     for k, v in part.items():
-        if k in _DERIVED:
+        if k in DERIVED_FIELDS:
             continue
         if k in LEVEL_FIELDS or k not in total:
             total[k] = _copy(v)
@@ -70,9 +69,7 @@ def add_stats(total: dict[str, Any], part: dict[str, Any]) -> None:
             total[k] = [a + b for a, b in zip(total[k], v, strict=True)]
         else:
             total[k] = total[k] + v
-    proposed, accepted, cycles = (total.get(f, 0) for f in ("proposed", "accepted_draft", "cycles"))
-    total["accept_rate"] = round(100.0 * accepted / proposed, 2) if proposed else 0.0
-    total["avg_accept"] = round(accepted / cycles, 3) if cycles else 0.0
+    derive(total)
 
 
 def _copy(v: Any) -> Any:
@@ -185,7 +182,7 @@ def _spec_families(t: dict[str, Any]) -> Iterator[Metric]:
     yield stages
     # every other field of ds4rt_spec_stats under its own (ds4's) name
     for k, v in t.items():
-        if k in _LABELLED or k in _DERIVED or isinstance(v, (dict, list)):
+        if k in _LABELLED or k in DERIVED_FIELDS or isinstance(v, (dict, list)):
             continue
         if k in LEVEL_FIELDS or k in _SIGNED_TIMERS:
             base = k.replace("_ms_avg", "_avg")  # decode_ms_avg -> ds4rt_dspark_decode_avg_seconds

@@ -83,12 +83,18 @@ DS4RT_API ds4rt_status ds4rt_spec_stats_format(const ds4rt_spec_stats *caller, i
     sbuf b = {.p = buf, .cap = cap, .len = 0};
     double rate = st->proposed ? 100.0 * (double)st->accepted_draft / (double)st->proposed : 0.0;
     double avg = st->cycles ? (double)st->accepted_draft / (double)st->cycles : 0.0;
+    /* committed tokens per verified cycle: a cycle that verified drafts is exactly one of full,
+     * partial, miss_first, and commits its accepted drafts plus one token of the target's own */
+    uint64_t verified = st->full + st->partial + st->miss_first;
+    double per_verify = verified ? (double)(st->accepted_draft + verified) / (double)verified : 0.0;
     put(&b, json ? "{" : "ds4: DSpark stats");
     C(cycles);
     C(first_tokens);
     C(proposed);
     C(accepted_draft);
-    put(&b, json ? "\"accept_rate\":%.2f,\"avg_accept\":%.3f," : " accept_rate=%.2f%% avg_accept=%.3f", rate, avg);
+    put(&b, json ? "\"accept_rate\":%.2f,\"avg_accept\":%.3f,\"committed_per_verify\":%.3f,"
+                 : " accept_rate=%.2f%% avg_accept=%.3f committed_per_verify=%.3f",
+        rate, avg, per_verify);
     C(full);
     C(partial);
     C(miss_first);
