@@ -55,9 +55,9 @@ def test_embedded_files_match_their_checksums():
 
 # Accepted drafts per verified cycle that the shipped drafter must reach on the held-out prompts
 # (48 tokens each, every cycle drafting a full block): a drafter right by chance accepts about
-# 1/V = 0.0002; the first drafter reached 0.44, the retrained one (shipped now) 0.96
-# (docs/MODELS.md), so a return to the first drafter's level fails here.
-MIN_ACCEPTED_PER_CYCLE = 0.6
+# 1/V = 0.0002; the first drafter reached 0.44, the retrained one 0.96, the second run's
+# (shipped now) 1.31 (docs/MODELS.md), so a return to an earlier drafter's level fails here.
+MIN_ACCEPTED_PER_CYCLE = 1.0
 
 
 def test_the_drafter_drafts_for_the_target():
@@ -68,11 +68,10 @@ def test_the_drafter_drafts_for_the_target():
     out = s.generate(prompt, max_tokens=48, dspark=d, scheduler="always", confidence_threshold=0)
     st = s.spec_stats()
     assert out.ids == m.session().generate(prompt, max_tokens=48).ids
-    # a drafter trained on the target's continuations accepts far more than chance (1/V: 15
-    # drafts give 0.004). The answer is `    return n` and an EOS, 5 tokens in 2-3 cycles: too
-    # few to ask for more than one accepted draft (the first drafter accepted 2 in 2 cycles, the
-    # retrained one 1 in 3; the acceptance rate is measured on the prompts below)
-    assert st["accepted_draft"] >= 1, st
+    # a drafter trained on the target's continuations accepts far more than chance (1/V: 30
+    # drafts give 0.007). The answer is 16 tokens and an EOS; the shipped drafter accepts 9
+    # drafts in 6 cycles there (the previous pair's answer was 5 tokens, 1 draft in 3 cycles)
+    assert st["accepted_draft"] >= 4, st
     accepted = cycles = 0
     for text in HELDOUT_PROMPTS:
         prompt = m.tokenizer.encode_chat([{"role": "user", "content": text}])
@@ -124,4 +123,11 @@ def test_ds4rt_matches_pytorch(text):
     assert g["ok"], g
     seq = prompt + g["tokens"]
     e = agree.row_errors(model.session().logits(seq), agree.torch_logits(m, seq))
-    assert float(sorted(e)[len(e) // 2]) <= 0.03 and e.max() <= 0.2, e
+    assert float(sorted(e)[len(e) // 2]) <= 0.03, e
+    # a row over 20 % must be one where a discrete choice sits at its boundary: PyTorch itself
+    # moves by at least half as much there under one Q8_0 rounding's worth of input noise
+    # (measured on the second trained pair: one row of 29 % that PyTorch reproduces, 29 %)
+    big = np.flatnonzero(e > 0.2)
+    if len(big):
+        own = agree.self_sensitivity(m, seq)
+        assert all(own[i] >= 0.5 * e[i] for i in big), [(int(i), e[i], own[i]) for i in big]

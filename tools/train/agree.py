@@ -42,6 +42,26 @@ def row_errors(a: np.ndarray, ref: np.ndarray) -> np.ndarray:
     return np.linalg.norm(a - ref, axis=-1) / np.linalg.norm(ref, axis=-1)
 
 
+@torch.no_grad()
+def self_sensitivity(m: Target, ids, trials: int = 4, rel: float = 0.004, seed: int = 0):
+    """Per row, the largest relative logit change of PyTorch itself when its token embedding
+    is perturbed by `rel` relative noise (about one Q8_0 rounding, docs/QUANTS.md), over
+    `trials` draws. Large where a discrete choice (router or indexer top-k, an FP8/FP4 code)
+    sits near its boundary: there, rounding alone moves a row by that much."""
+    w = m.w("token_embd.weight")
+    ref = torch_logits(m, ids)
+    orig = w.detach().clone()
+    g = torch.Generator().manual_seed(seed)
+    worst = np.zeros(len(ref))
+    try:
+        for _ in range(trials):
+            w.copy_(orig * (1 + rel * torch.randn(orig.shape, generator=g, dtype=orig.dtype)))
+            worst = np.maximum(worst, row_errors(torch_logits(m, ids), ref))
+    finally:
+        w.copy_(orig)
+    return worst
+
+
 def margins(z: np.ndarray) -> np.ndarray:
     top2 = np.sort(z, axis=-1)[..., -2:]
     return top2[..., 1] - top2[..., 0]

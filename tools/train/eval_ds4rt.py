@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE))
 
 import ds4rt  # noqa: E402
 from ds4rt import data  # noqa: E402
+from ds4rt.model import BACKENDS  # noqa: E402
 
 SAMPLE_PROMPTS = (
     "def fibonacci(n):",
@@ -133,7 +134,7 @@ def section_acceptance(args, prompts):
 
 
 def section_speed(args, prompts):
-    model = ds4rt.Model(str(args.target), n_threads=args.threads)
+    model = ds4rt.Model(str(args.target), n_threads=args.threads, backend=args.backend)
     dspark = ds4rt.DSpark(model, str(args.support))
     sel = prompts[: args.speed_prompts]
     configs = {
@@ -165,7 +166,13 @@ def section_speed(args, prompts):
     base = res["plain"]["median_s"]
     for r in res.values():
         r["speedup"] = base / r["median_s"]
-    return {"threads": args.threads, "prompts": len(sel), "repeats": args.repeats, **res}
+    return {
+        "backend": model.info["backend"],
+        "threads": args.threads,
+        "prompts": len(sel),
+        "repeats": args.repeats,
+        **res,
+    }
 
 
 def section_samples(model, dspark, args, prompts):
@@ -191,6 +198,9 @@ def main(argv=None) -> int:
     ap.add_argument("--support", type=Path, default=Path(data.default_support()))
     ap.add_argument("--data", type=Path, default=Path(".traindata"))
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--backend", default="cpu", choices=BACKENDS, help="where the speed section runs"
+    )
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--speed-prompts", type=int, default=12)

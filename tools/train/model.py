@@ -441,14 +441,11 @@ class Target(torch.nn.Module):
         self.rope_dense = Rope(rope_freqs(sh, False), max_pos, dtype, device)
         self.rope_comp = Rope(rope_freqs(sh, True), max_pos, dtype, device)
         self.register_buffer("hadamard", hadamard_matrix(sh.d_i, dtype, device), persistent=False)
+        self._compiled = None  # compile_layers()
 
     # -- weights --
     def w(self, name: str) -> torch.Tensor:
         return getattr(self, wname(name))
-
-    def block(self, il: int):
-        p = f"blk.{il}."
-        return lambda suffix: getattr(self, wname(p + suffix))
 
     def load_numpy(self, weights: dict) -> None:
         load_numpy(self, self.shapes, weights)
@@ -492,11 +489,12 @@ class Target(torch.nn.Module):
         row = rms_norm(z, W(f"{prefix}_norm.weight"), self.sh.rms_eps)
         return self.rope_comp(row, torch.arange(nb, device=xn.device) * ratio)
 
-    def attention(self, il, xn, pos, aux):
+    def attention(self, W, R, xn, pos, want_kl):
+        """Attention of one layer with compress ratio R: (output [B, T, D], the indexer's KL
+        term or None)."""
         sh = self.sh
-        W = self.block(il)
         B, T, _ = xn.shape
-        R = sh.ratios[il]
+        kl = None
         rope = self.rope_comp if R else self.rope_dense
         qr, q = q_proj(W, xn, sh, self.lin, rope, pos)
         kv = kv_proj(W, xn, sh, self.lin, rope, pos, self.fp8)
@@ -513,7 +511,7 @@ class Target(torch.nn.Module):
             vis = torch.arange(nb, device=xn.device)[None, :] < ((t_idx + 1) // R)[:, None]
             allowed = vis[None]  # [1, T, nb]
             if R == 4 and nb:
-                allowed = self.indexer(W, xn, qr, pos, vis, q, comp, aux)
+                allowed, kl = self.indexer(W, xn, qr, pos, vis, q, comp, want_kl)
             s_c = torch.einsum("bthd,bcd->bhtc", q, comp) * scale
             parts.append(s_c.masked_fill(~allowed.unsqueeze(1), float("-inf")))
             values.append(comp)
@@ -524,14 +522,14 @@ class Target(torch.nn.Module):
             n = part.shape[-1]
             o = o + torch.einsum("bhtj,bjd->bthd", probs[..., off : off + n], v)
             off += n
-        return attn_output(W, o, sh, self.lin, rope, pos)
+        return attn_output(W, o, sh, self.lin, rope, pos), kl
 
-    def indexer(self, W, xn, qr, pos, vis, q, comp, aux):
+    def indexer(self, W, xn, qr, pos, vis, q, comp, want_kl):
         """Allowed compressed rows [B, T, nb] of a ratio-4 layer (docs/MODEL.md "Indexer"): all
         visible rows when there are at most K_i, else the K_i best by the indexer score (ties:
-        lower index)."""
+        lower index). With want_kl also the indexer's training loss, else None."""
         sh = self.sh
-        xi, qri = (xn.detach(), qr.detach()) if aux is not None else (xn, qr)
+        xi, qri = (xn.detach(), qr.detach()) if want_kl else (xn, qr)
         krow = self.qat(self.compress(W, xi, pos, "indexer_compressor", sh.d_i, 4))
         qi = self.lin(qri, W("indexer.attn_q_b.weight")).unflatten(-1, (sh.Hi, sh.d_i))
         qi = self.qat(self.rope_comp(qi, pos, heads=1))
@@ -542,29 +540,68 @@ class Target(torch.nn.Module):
         kk = min(sh.K_i, score.shape[-1])
         order = torch.sort(masked, dim=-1, descending=True, stable=True).indices[..., :kk]
         sel = torch.zeros_like(masked, dtype=torch.bool).scatter_(-1, order, True) & vis[None]
-        if aux is not None:
-            # KL(main attention over the visible rows || indexer softmax), main side detached
-            with torch.no_grad():
-                logits = acc(torch.einsum("bthd,bcd->bhtc", q, comp)) / math.sqrt(sh.d_h)
-                p = torch.softmax(logits.masked_fill(~vis[None, None], float("-inf")), -1).mean(1)
-                has = vis.any(-1)  # queries with at least one visible row
-            logq = torch.log_softmax(acc(score).masked_fill(~vis[None], float("-inf")), -1)
-            kl = (p * (torch.log(p.clamp_min(1e-12)) - logq)).masked_fill(~vis[None], 0.0).sum(-1)
-            aux.setdefault("indexer_kl", []).append(kl[:, has].mean())
-        return sel
+        if not want_kl:
+            return sel, None
+        # KL(main attention over the visible rows || indexer softmax), main side detached
+        with torch.no_grad():
+            logits = acc(torch.einsum("bthd,bcd->bhtc", q, comp)) / math.sqrt(sh.d_h)
+            p = torch.softmax(logits.masked_fill(~vis[None, None], float("-inf")), -1).mean(1)
+            has = vis.any(-1).to(p.dtype)  # queries with at least one visible row
+        logq = torch.log_softmax(acc(score).masked_fill(~vis[None], float("-inf")), -1)
+        kl = (p * (torch.log(p.clamp_min(1e-12)) - logq)).masked_fill(~vis[None], 0.0).sum(-1)
+        # the mean over the queries that have a visible row, written without a boolean index
+        # so that the layer traces into one graph (no data-dependent shape)
+        return sel, (kl * has).sum() / (has.sum() * kl.shape[0])
 
     # -- layers and head (docs/MODEL.md "Output head") --
     def layer(self, il, X, tokens, pos, aux):
+        """Layer il on the HC state X; with aux, its indexer KL and expert loads go there."""
         sh = self.sh
-        W = self.block(il)
+        p = f"blk.{il}."
+        wd = {n[len(p) :]: getattr(self, wname(n)) for n in self.shapes if n.startswith(p)}
+        body = self._compiled or self.layer_body
+        X, kl, load = body(wd, X, tokens, pos, sh.ratios[il], il < sh.n_hash, aux is not None)
+        if aux is not None:
+            if kl is not None:
+                aux.setdefault("indexer_kl", []).append(kl)
+            if load is not None:
+                aux.setdefault("loads", {})[il] = load
+        return X
+
+    def layer_body(self, wd: dict, X, tokens, pos, ratio: int, hashed: bool, want_aux: bool):
+        """One layer of compress ratio `ratio` (hash-routed or not) with its tensors `wd`
+        (suffix -> tensor): (X, indexer KL or None, expert loads or None). A pure function of
+        its arguments and the layer kind, so one compiled graph serves every layer of a kind."""
+        sh = self.sh
+        W = wd.__getitem__
         x, post, comb = hc_pre_w(W, X, "attn", sh)
         xn = rms_norm(x, W("attn_norm.weight"), sh.rms_eps)
-        X = hc_post(self.attention(il, xn, pos, aux), X, post, comb)
+        a, kl = self.attention(W, ratio, xn, pos, want_aux)
+        X = hc_post(a, X, post, comb)
         x, post, comb = hc_pre_w(W, X, "ffn", sh)
         xn = rms_norm(x, W("ffn_norm.weight"), sh.rms_eps)
-        loads = aux.setdefault("loads", {}) if aux is not None else None
-        f = moe(W, xn, tokens, sh, self.lin, il < sh.n_hash, loads, il, self.mm_dtype)
-        return hc_post(f, X, post, comb)
+        loads = {} if want_aux else None
+        f = moe(W, xn, tokens, sh, self.lin, hashed, loads, 0, self.mm_dtype)
+        return hc_post(f, X, post, comb), kl, (loads or {}).get(0)
+
+    def compile_layers(self, on: bool = True, **options) -> None:
+        """torch.compile the layer body (on=False: back to eager): one graph per layer kind
+        (compress ratio, hash routing; 3 for Flash's pattern) and mode (training with aux
+        terms, or not), instead of one per layer. Measured against eager on the CPU (the
+        shipped shape, 128 and 512 tokens): the same loss to 1e-6 and gradients to 0.3-5 %
+        of each tensor's largest value; not in the test suite, where compiling takes minutes.
+        Slower than eager on the H100 (docs/MODELS.md, "The second training run")."""
+        if not on:
+            self._compiled = None
+            return
+        kinds = {(r, il < self.sh.n_hash) for il, r in enumerate(self.sh.ratios)}
+        limit = torch._dynamo.config.recompile_limit
+        torch._dynamo.config.recompile_limit = max(limit, 4 * len(kinds))
+        self._compiled = torch.compile(self.layer_body, **options)
+
+    @property
+    def compiled(self) -> bool:
+        return self._compiled is not None
 
     def head_hidden(self, X):
         """The HC head collapse y (pre-norm) of a final HC state."""
