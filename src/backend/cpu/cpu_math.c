@@ -65,12 +65,14 @@ void ds4rt_hc_reduce(const float *X, const float *pre, uint32_t n_hc, int64_t d,
 
 void ds4rt_hc_expand(const float *X_old, const float *f, const float *post, const float *comb,
                      uint32_t n_hc, int64_t d, float *X_new) {
+    /* element k of stream j: post[j] f[k], then + comb[i][j] X_old[i][k] for i in order; the
+     * element loop innermost so that it vectorises (X_new never aliases X_old) */
     for (uint32_t j = 0; j < n_hc; j++) {
         float *dst = X_new + j * d;
-        for (int64_t k = 0; k < d; k++) {
-            float acc = post[j] * f[k];
-            for (uint32_t i = 0; i < n_hc; i++) acc += comb[i * n_hc + j] * X_old[i * d + k];
-            dst[k] = acc;
+        for (int64_t k = 0; k < d; k++) dst[k] = post[j] * f[k];
+        for (uint32_t i = 0; i < n_hc; i++) {
+            const float c = comb[i * n_hc + j], *x = X_old + i * d;
+            for (int64_t k = 0; k < d; k++) dst[k] += c * x[k];
         }
     }
 }
