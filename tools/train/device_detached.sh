@@ -11,7 +11,7 @@
 # Run from the repository root. `start` reads $DATA (default .traindata/: train.u16, or
 # train.u16.xz to travel under the 64 MiB a call may carry; val.u16, vocab.json, prompts.json,
 # meta.json) and .trainwhl/ (the gguf wheel), copies them with tools/ into $WORK, and passes STEPS, BUDGET_TARGET_S,
-# BUDGET_DRAFTER_S, TARGET_ARGS and DRAFTER_ARGS through to device_run.sh. The job works only
+# BUDGET_DRAFTER_S, TARGET_ARGS, DRAFTER_ARGS and TARGET through to device_run.sh. The job works only
 # in $WORK, so the working tree that each call re-sends cannot change under it.
 #
 # With MEASURE=1 the job also builds ds4rt with the CUDA backend from a copy of the checkout
@@ -52,6 +52,9 @@ start)
   mkdir -p "$WORK/.traindata" "$WORK/out"
   cp -r tools "$WORK/tools"
   cp -r .trainwhl "$WORK/.trainwhl"
+  # the shipped pair, for a drafter-only run (TARGET=data/default-target.gguf, and
+  # DRAFTER_ARGS="--init-support data/default-support.gguf" to go on from the shipped drafter)
+  mkdir -p "$WORK/data" && cp ds4rt/data/*.gguf "$WORK/data/"
   for f in val.u16 vocab.json prompts.json meta.json; do cp "$DATA/$f" "$WORK/.traindata/"; done
   if [ -f "$DATA/train.u16" ]; then
     cp "$DATA/train.u16" "$WORK/.traindata/"
@@ -95,7 +98,7 @@ job)
     wait
     if [ "$(cat build.rc)" = 0 ]; then
       export PYTHONPATH="$WORK/ds4rt-py"
-      pair=(--target run/target/target.gguf --support out/support.gguf --data .traindata)
+      pair=(--target "${TARGET:-run/target/target.gguf}" --support out/support.gguf --data .traindata)
       skip=(tokenizer perplexity agreement samples)
       python3 tools/train/eval_ds4rt.py "${pair[@]}" --backend cuda --threads "$(nproc)" \
         --workers "$jobs" --skip "${skip[@]}" >out/eval_cuda.json 2>>out/build.log || rc=$?

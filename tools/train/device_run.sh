@@ -10,7 +10,8 @@
 #   STEPS="target drafter" BUDGET_TARGET_S=300 BUDGET_DRAFTER_S=190 tools/train/device_run.sh
 #   STEPS=target  BUDGET_TARGET_S=480  tools/train/device_run.sh      # call 1
 #   STEPS=drafter BUDGET_DRAFTER_S=470 tools/train/device_run.sh      # call 2: reads the target
-#                                      from .trainrun/call1/target.gguf.part* (call 1's $OUT)
+#                                      from .trainrun/call1/target.gguf.part* (call 1's $OUT),
+#                                      or from $TARGET where that is set
 # DEVICE=cpu with small TARGET_ARGS / DRAFTER_ARGS runs the same path on a CPU (the check).
 set -euo pipefail
 OUT=${OUT:-/tmp/ds4rt-train-out}
@@ -46,7 +47,9 @@ for step in $STEPS; do
     split -b 15m -d "$target" "$OUT/target.gguf.part"
     ;;
   drafter)
-    if [ -z "$target" ]; then
+    if [ -z "$target" ] && [ -n "${TARGET:-}" ]; then
+      target="$TARGET" # an existing target, e.g. the shipped one: a drafter-only run
+    elif [ -z "$target" ]; then
       target="$RUN/call1/target.gguf"
       [ -f "$target" ] || cat "$RUN"/call1/target.gguf.part* > "$target"
     fi

@@ -14,8 +14,9 @@ Sections (JSON; each can be skipped with --skip NAME):
 * acceptance  DSpark on the held-out prompts (prompts.json), greedy, block 5, every cycle
               drafting a full block (scheduler "always", threshold 0) and with the defaults:
               committed tokens per verified cycle, per-position acceptance
-* speed       plain vs DSpark-adaptive (defaults) vs DSpark-always, median wall time of the
-              same greedy generations on --threads threads (outputs checked identical)
+* speed       plain vs DSpark-adaptive (defaults) vs DSpark-always: the same greedy
+              generations on --threads threads (outputs checked identical) in --repeats rounds
+              that alternate the three; median time and the median of each round's speed-up
 * samples     greedy continuations of a few code prompts, as text
 """
 
@@ -142,30 +143,35 @@ def section_speed(args, prompts):
         "dspark-adaptive": {"dspark": dspark},
         "dspark-always": {"dspark": dspark, "scheduler": "always", "confidence_threshold": 0.0},
     }
-    res, ref = {}, None
-    for name, kw in configs.items():
-        times, outs = [], None
-        for _ in range(args.repeats):
+    # rounds alternate the configurations (rotated each round) so that a machine whose speed
+    # drifts, as a shared VM's does by tens of percent, slows all of them alike; the speed-up is
+    # the median of each round's own ratio to plain decoding
+    names = list(configs)
+    times = {n: [] for n in names}
+    outs = {}
+    for r in range(args.repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             t0 = time.perf_counter()
             got = []
             for p in sel:
                 s = model.session(n_ctx=len(p["ids"]) + args.tokens + 16, max_batch=32)
-                got.append(s.generate(p["ids"], max_tokens=args.tokens, **kw).ids)
-            times.append(time.perf_counter() - t0)
-            outs = got
-        if ref is None:
-            ref = outs
-        elif outs != ref:
+                got.append(s.generate(p["ids"], max_tokens=args.tokens, **configs[name]).ids)
+            times[name].append(time.perf_counter() - t0)
+            outs[name] = got
+    res = {}
+    for name in names:
+        if outs[name] != outs["plain"]:
             raise SystemExit(f"{name}: greedy output differs from plain decoding")
-        n = sum(len(o) for o in outs)
+        n = sum(len(o) for o in outs[name])
+        med = statistics.median(times[name])
+        ratios = [b / t for b, t in zip(times["plain"], times[name], strict=True)]
         res[name] = {
-            "median_s": statistics.median(times),
+            "median_s": med,
             "tokens": n,
-            "tokens_per_s": n / statistics.median(times),
+            "tokens_per_s": n / med,
+            "speedup": statistics.median(ratios),
+            "speedup_per_round": ratios,
         }
-    base = res["plain"]["median_s"]
-    for r in res.values():
-        r["speedup"] = base / r["median_s"]
     return {
         "backend": model.info["backend"],
         "threads": args.threads,
