@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.metadata
 import json
 import random
 import subprocess
@@ -169,6 +170,9 @@ def main(argv=None) -> int:
         "ids": ids,
         "corpus": corpus.stats(docs),
         "python": sys.version.split()[0],
+        # the vocabulary's id order depends on it: tokenizers 0.23.3 orders 359 tied merges
+        # differently from the version that built the first pair (docs/MODELS.md)
+        "tokenizers": importlib.metadata.version("tokenizers"),
         "train_tokens": int(train.size),
         "val_tokens": int(val.size),
         "train_sequences": len(train_seqs),
