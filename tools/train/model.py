@@ -441,7 +441,11 @@ class Target(torch.nn.Module):
         self.rope_dense = Rope(rope_freqs(sh, False), max_pos, dtype, device)
         self.rope_comp = Rope(rope_freqs(sh, True), max_pos, dtype, device)
         self.register_buffer("hadamard", hadamard_matrix(sh.d_i, dtype, device), persistent=False)
-        self._compiled = None  # compile_layers()
+        # per layer: (suffix, module key) of its tensors, so a forward pass does no name search
+        self._layer_keys = [
+            [(n[len(f"blk.{il}.") :], wname(n)) for n in self.shapes if n.startswith(f"blk.{il}.")]
+            for il in range(sh.L)
+        ]
 
     # -- weights --
     def w(self, name: str) -> torch.Tensor:
@@ -549,18 +553,18 @@ class Target(torch.nn.Module):
             has = vis.any(-1).to(p.dtype)  # queries with at least one visible row
         logq = torch.log_softmax(acc(score).masked_fill(~vis[None], float("-inf")), -1)
         kl = (p * (torch.log(p.clamp_min(1e-12)) - logq)).masked_fill(~vis[None], 0.0).sum(-1)
-        # the mean over the queries that have a visible row, written without a boolean index
-        # so that the layer traces into one graph (no data-dependent shape)
+        # the mean over the queries that have a visible row (a mask, not a boolean index: no
+        # data-dependent shape)
         return sel, (kl * has).sum() / (has.sum() * kl.shape[0])
 
     # -- layers and head (docs/MODEL.md "Output head") --
     def layer(self, il, X, tokens, pos, aux):
         """Layer il on the HC state X; with aux, its indexer KL and expert loads go there."""
         sh = self.sh
-        p = f"blk.{il}."
-        wd = {n[len(p) :]: getattr(self, wname(n)) for n in self.shapes if n.startswith(p)}
-        body = self._compiled or self.layer_body
-        X, kl, load = body(wd, X, tokens, pos, sh.ratios[il], il < sh.n_hash, aux is not None)
+        wd = {suffix: getattr(self, key) for suffix, key in self._layer_keys[il]}
+        X, kl, load = self.layer_body(
+            wd, X, tokens, pos, sh.ratios[il], il < sh.n_hash, aux is not None
+        )
         if aux is not None:
             if kl is not None:
                 aux.setdefault("indexer_kl", []).append(kl)
@@ -570,8 +574,8 @@ class Target(torch.nn.Module):
 
     def layer_body(self, wd: dict, X, tokens, pos, ratio: int, hashed: bool, want_aux: bool):
         """One layer of compress ratio `ratio` (hash-routed or not) with its tensors `wd`
-        (suffix -> tensor): (X, indexer KL or None, expert loads or None). A pure function of
-        its arguments and the layer kind, so one compiled graph serves every layer of a kind."""
+        (suffix -> tensor): (X, indexer KL or None, expert loads or None): the training-only
+        terms are returned, not collected in a shared dict."""
         sh = self.sh
         W = wd.__getitem__
         x, post, comb = hc_pre_w(W, X, "attn", sh)
@@ -583,25 +587,6 @@ class Target(torch.nn.Module):
         loads = {} if want_aux else None
         f = moe(W, xn, tokens, sh, self.lin, hashed, loads, 0, self.mm_dtype)
         return hc_post(f, X, post, comb), kl, (loads or {}).get(0)
-
-    def compile_layers(self, on: bool = True, **options) -> None:
-        """torch.compile the layer body (on=False: back to eager): one graph per layer kind
-        (compress ratio, hash routing; 3 for Flash's pattern) and mode (training with aux
-        terms, or not), instead of one per layer. Measured against eager on the CPU (the
-        shipped shape, 128 and 512 tokens): the same loss to 1e-6 and gradients to 0.3-5 %
-        of each tensor's largest value; not in the test suite, where compiling takes minutes.
-        Slower than eager on the H100 (docs/MODELS.md, "The second training run")."""
-        if not on:
-            self._compiled = None
-            return
-        kinds = {(r, il < self.sh.n_hash) for il, r in enumerate(self.sh.ratios)}
-        limit = torch._dynamo.config.recompile_limit
-        torch._dynamo.config.recompile_limit = max(limit, 4 * len(kinds))
-        self._compiled = torch.compile(self.layer_body, **options)
-
-    @property
-    def compiled(self) -> bool:
-        return self._compiled is not None
 
     def head_hidden(self, X):
         """The HC head collapse y (pre-norm) of a final HC state."""

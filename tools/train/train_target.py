@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -42,8 +41,6 @@ from model import Target, update_router_bias  # noqa: E402
 INDEXER_WEIGHT = 0.1
 BIAS_RATE = 1e-3
 CALIBRATION_STEPS = 8
-# with --compile: the first steps run eagerly to time them, the rest compiled if that is faster
-EAGER_STEPS = 3
 
 
 def evaluate(model, windows, batch: int, dev) -> float:
@@ -91,12 +88,6 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--checkpoint-every-s", type=float, default=120.0)
     ap.add_argument("--resume", type=Path, help="start from this checkpoint's weights")
-    ap.add_argument(
-        "--compile",
-        action="store_true",
-        help="torch.compile the layer body (one graph per layer kind); if compiling fails, "
-        "the run goes on eagerly and the log says so",
-    )
     args = ap.parse_args(argv)
     deadline = common.Deadline(args.budget_s)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -130,7 +121,7 @@ def main(argv=None) -> int:
     bias_names = {il: f"blk.{il}.exp_probs_b.bias" for il in range(sh.n_hash, sh.L)}
     total = args.steps or 10**9
     step, t_train, last_ck = 0, 0.0, time.time()
-    losses, step_times = [], []
+    losses = []
     while True:
         if step >= total or (not args.steps and deadline.left() < args.reserve_s):
             break
@@ -138,16 +129,7 @@ def main(argv=None) -> int:
         for g in opt.param_groups:
             g["lr"] = common.lr_at(step, total if total < 10**9 else 10**4, args.lr, args.warmup)
         x = torch.as_tensor(windows.batch(args.batch, args.seq), device=dev)
-        try:
-            ce, kl, aux = forward_backward(model, opt, x, sh.V)
-        except Exception as e:  # noqa: BLE001 - any compiler failure: go on eagerly, say so
-            if not model.compiled or step != EAGER_STEPS:
-                raise
-            log("compile_failed", error=f"{type(e).__name__}: {e}"[:2000], fallback="eager")
-            model.compile_layers(False)
-            ce, kl, aux = forward_backward(model, opt, x, sh.V)
-        if step == EAGER_STEPS and model.compiled:
-            log("compiled", first_step_s=round(time.time() - t0, 1))
+        ce, kl, aux = forward_backward(model, opt, x, sh.V)
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         update_router_bias(model, aux["loads"], bias_names, BIAS_RATE)
@@ -156,31 +138,11 @@ def main(argv=None) -> int:
             raise SystemExit(f"non-finite loss at step {step}")
         dt = time.time() - t0
         step += 1
-        step_times.append(dt)
         if step > 2:
             t_train += dt
         losses.append(ce_v)
-        if args.compile and step == EAGER_STEPS:
-            model.compile_layers()  # compiled from the next step on
-        if args.compile and step == CALIBRATION_STEPS and model.compiled:
-            # keep the compiled graphs only where they are faster than the eager steps were
-            eager_s = statistics.median(step_times[1:EAGER_STEPS])
-            compiled_s = statistics.median(step_times[EAGER_STEPS + 1 :])
-            keep = compiled_s < eager_s
-            log(
-                "compile_check",
-                eager_s=round(eager_s, 4),
-                compiled_s=round(compiled_s, 4),
-                kept=keep,
-            )
-            if not keep:
-                model.compile_layers(False)
         if step == CALIBRATION_STEPS and not args.steps:
             per = t_train / (step - 2)
-            if args.compile:  # the steps of the mode that goes on (compile_check)
-                per = statistics.median(
-                    step_times[EAGER_STEPS + 1 :] if model.compiled else step_times[1:EAGER_STEPS]
-                )
             total = step + int(max(0.0, deadline.left() - args.reserve_s) / per)
             log(
                 "schedule",
@@ -204,8 +166,6 @@ def main(argv=None) -> int:
             )
             last_ck = time.time()
             log("checkpoint", step=step)
-    compiled = model.compiled
-    model.compile_layers(False)  # evaluation runs eagerly: no second compile for no-grad
     val_ce = evaluate(model, val_w, max(1, args.batch // 2), dev)
     common.save_checkpoint(
         args.out / "target.pt", model, {"step": step, "shape": sh.to_json(), "val_ce": val_ce}
@@ -223,7 +183,6 @@ def main(argv=None) -> int:
         "tokens_seen": step * args.batch * args.seq,
         "epochs": step * args.batch * args.seq / max(1, train.size),
         "params": n_params,
-        "compiled": compiled,
         "train_ce_last100": sum(losses[-100:]) / max(1, len(losses[-100:])),
         "val_ce": val_ce,
         "val_ppl": math.exp(val_ce),
