@@ -93,6 +93,9 @@ void ds4rt_gk_graph_destroy(void *exec);
  * yet). Decided once per process, from the environment and `device`, before the first launch;
  * returns 1 if launches use it. */
 int ds4rt_gk_pdl_configure(int device);
+/* The launches this thread issues next (a pass of n tokens and the head after it) use PDL if it
+ * is on and n <= DS4RT_GPU_PDL_MAX_N (unset: every n). Graphs captured meanwhile keep it. */
+void ds4rt_gk_pdl_pass(int64_t n);
 
 #ifdef __cplusplus
 }

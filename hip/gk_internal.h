@@ -37,6 +37,13 @@ int ds4rt_gk_check(hipError_t e, const char *what);
       } while (0)
 #endif
 
+/* The matrix products issue their first weight loads before the wait, so that a product
+ * scheduled early fetches its weights while the kernel ahead of it drains (a decode is a chain
+ * of products of a few MB each, bound by that latency). Safe because no kernel writes weights:
+ * they are uploaded, and the Q8->F16 cache expanded, synchronously before any pass. Nothing
+ * else (activations, expert ids, state) may be read before it. */
+#define GK_PDL_ENTRY_AFTER_WEIGHTS() GK_PDL_ENTRY()
+
 /* IEEE half bits -> float, exactly, on every platform. */
 __device__ __forceinline__ float ds4rt_gk_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 

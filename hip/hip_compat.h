@@ -122,6 +122,7 @@
     * before it drains and waits on the device, in GK_PDL_ENTRY, until that one has finished
     * and its writes are visible (docs/GPU.md, "Programmatic dependent launch"). */
 extern int ds4rt_gk_pdl_on; /* runtime.hip: set once per process by ds4rt_gk_pdl_configure */
+extern thread_local int ds4rt_gk_pdl_now; /* runtime.hip: the current pass's choice (ds4rt_gk_pdl_pass) */
 template <typename... KArgs, typename... Args>
 static inline void ds4rt_nv_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t shmem,
                                    cudaStream_t stream, Args &&...args) {
@@ -134,7 +135,7 @@ static inline void ds4rt_nv_launch(void (*kernel)(KArgs...), dim3 grid, dim3 blo
     cfg.dynamicSmemBytes = shmem;
     cfg.stream = stream;
     cfg.attrs = &attr;
-    cfg.numAttrs = ds4rt_gk_pdl_on ? 1 : 0;
+    cfg.numAttrs = ds4rt_gk_pdl_on && ds4rt_gk_pdl_now ? 1 : 0;
     (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...); /* error: hipGetLastError */
 }
 #  define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \

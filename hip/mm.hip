@@ -912,7 +912,6 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
  * flight (the product is bound by that, not by arithmetic). */
 template <int TYPE, int QT_CB, int TT, bool FX>
 __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
-    GK_PDL_ENTRY();
     constexpr int QT_ROWS = QT_PAIRS / QT_CB;
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : 17;
     constexpr int SPAN = ((QT_CB * BB + 15) / 16 + 1) * 16; /* staged bytes per row, with the shift */
@@ -949,6 +948,7 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
         }
     };
     issue(0);
+    GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight (gk_internal.h) */
     const int lr = tid / QLANES, lc = tid % QLANES; /* lane threads: tid < QT_ROWS * QLANES */
     float acc[TT];
     UNROLL
@@ -1322,7 +1322,6 @@ __device__ __forceinline__ void unpack_store(uint4 p, float *dst) {
  * w[l + 32 j] x[l + 32 j] in increasing j, the lanes summed by the 32-lane tree. */
 template <int TYPE, int TT, int CE, int FS_NT>
 __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
-    GK_PDL_ENTRY();
     constexpr int ES = TYPE == T_F32 ? 4 : 2;      /* weight element bytes */
     constexpr int EW = 16 / ES;                     /* elements per 16-byte weight word */
     constexpr int WL = CE / EW / FS_NT;             /* weight loads per thread and step */
@@ -1340,12 +1339,14 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
     float4 xp[TT][XL];
     /* element offsets of this thread's words within a step: weights k * FS_NT + tid words of
      * EW elements, activations (k * FS_NT + tid) * 4 */
-    auto issue = [&](int64_t e0) {
+    auto issue_w = [&](int64_t e0) {
         UNROLL
         for (int k = 0; k < WL; k++) {
             const int64_t e = e0 + (int64_t)(k * FS_NT + tid) * EW;
             wp[k] = e < cols ? *(const uint4 *)(const void *)(wr + e * ES) : zero;
         }
+    };
+    auto issue_x = [&](int64_t e0) {
         UNROLL
         for (int t = 0; t < TT; t++)
             if (t < nt) {
@@ -1357,7 +1358,9 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
                 }
             }
     };
-    issue(0);
+    issue_w(0);
+    GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight (gk_internal.h) */
+    issue_x(0);
     float acc = 0.0f;
     for (int64_t e0 = 0; e0 < cols; e0 += CE) {
         __syncthreads(); /* the previous step is consumed */
@@ -1369,7 +1372,7 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
                 UNROLL
                 for (int k = 0; k < XL; k++) *(float4 *)(void *)&xs[t][(k * FS_NT + tid) * 4] = xp[t][k];
         __syncthreads();
-        if (e0 + CE < cols) issue(e0 + CE);
+        if (e0 + CE < cols) issue_w(e0 + CE), issue_x(e0 + CE);
         if (g < nt) { /* uniform over the warp */
             const int nj = (int)((cols - e0 < CE ? cols - e0 : CE) / 32);
             if (nj == CE / 32) {

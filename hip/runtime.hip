@@ -188,24 +188,32 @@ extern "C" void ds4rt_gk_host_unview(const void *h_ptr) {
 
 #if !defined(DS4RT_HIP_CPU) && !defined(__HIP_PLATFORM_AMD__) && !defined(__HIPCC__)
 int ds4rt_gk_pdl_on = 0;
+thread_local int ds4rt_gk_pdl_now = 1;
+static int64_t pdl_max_n = INT64_MAX; /* passes of more tokens launch plainly */
 
 extern "C" int ds4rt_gk_pdl_configure(int device) {
     /* one decision per process (the first device opened decides; a thread-safe static): a
      * kernel captured into a graph keeps the launch attribute it was captured with */
     static const int decided = [device] {
         const char *env = getenv("DS4RT_GPU_PDL");
+        const char *max_n = getenv("DS4RT_GPU_PDL_MAX_N");
         int major = 0;
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) major = 0;
         ds4rt_gk_pdl_on = env != NULL && env[0] == '1' && major >= 9;
+        if (max_n != NULL && max_n[0] != '\0') pdl_max_n = strtoll(max_n, NULL, 10);
         return ds4rt_gk_pdl_on;
     }();
     return decided;
 }
+
+extern "C" void ds4rt_gk_pdl_pass(int64_t n) { ds4rt_gk_pdl_now = n <= pdl_max_n; }
 #else
 extern "C" int ds4rt_gk_pdl_configure(int device) {
     (void)device;
     return 0;
 }
+
+extern "C" void ds4rt_gk_pdl_pass(int64_t n) { (void)n; }
 #endif
 
 #if DS4RT_HAVE_GRAPHS

