@@ -9,7 +9,8 @@
  *   - y[t] is bitwise equal whether computed alone (n_tok = 1) or in batches of 2..17, and with
  *     1 or 3 threads (row-wise batch invariance);
  *   - odd shapes (1 row, 37 rows, several column counts) agree as well.
- * Also checks dequantised-weight * rounded-activation in float64 against the kernel (<= 1e-5
+ * Q8_0 weights repacked into the X8 layout (repack.h) are checked the same way against the scalar
+ * path on the file's bytes. Also checks dequantised-weight * rounded-activation in float64 against the kernel (<= 1e-5
  * relative to the row's sum of |terms|). Prints one line per path and type; exit status 1 on any
  * failure, 0 otherwise.
  */
@@ -24,6 +25,7 @@
 #include "kernels.h"
 #include "matmul.h"
 #include "qtypes.h"
+#include "repack.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void) {
@@ -185,6 +187,64 @@ static void check_type(const char *isa, uint32_t type, ds4rt_pool *pool1, ds4rt_
     }
 }
 
+/* The X8 layout (repack.h): Q8_0 rows repacked for this path give bitwise the scalar path's
+ * result on the file's bytes, alone, in batches (1 and 3 threads) and inside a matmul batch
+ * beside file-layout jobs; rows padded past their blocks keep their padding; a layout that
+ * does not fit the columns is refused. */
+static void check_x8(const char *isa, ds4rt_pool *pool1, ds4rt_pool *pool3) {
+    static const int64_t col_list[] = {256, 256 * 9, 256 * 13};
+    for (size_t v = 0; v < sizeof col_list / sizeof col_list[0]; v++) {
+        const int64_t cols = col_list[v], rows = v == 0 ? 1 : 37, n_tok = 17;
+        const uint64_t rb = (uint64_t)cols / 32 * 34 + (v == 1 ? 16 : 0); /* v == 1: padded rows */
+        uint8_t *w = malloc((size_t)(rb * rows)), *w8 = malloc((size_t)(rb * rows));
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * cols));
+        float *y_ref = malloc(sizeof(float) * (size_t)(n_tok * rows)), *y = malloc(sizeof(float) * (size_t)(n_tok * rows));
+        for (int64_t r = 0; r < rows; r++) random_weights(DS4RT_TYPE_Q8_0, w + r * rb, 1, cols);
+        for (int64_t i = 0; i < n_tok * cols; i++) x[i] = rnd_normal() * (i % 97 == 0 ? 40.0f : 1.0f);
+        ds4rt_repack_rows(DS4RT_LAYOUT_Q8_0_X8, w, w8, rows, cols, rb);
+        if (v == 1 && memcmp(w8 + rb - 16, w + rb - 16, 16) != 0) fail(isa, "Q8_0 X8", "row padding not kept");
+        const ds4rt_weight wt = {.type = DS4RT_TYPE_Q8_0, .data = w, .rows = rows, .cols = cols, .row_bytes = rb};
+        ds4rt_weight w8t = wt;
+        w8t.data = w8;
+        w8t.layout = DS4RT_LAYOUT_Q8_0_X8;
+        ds4rt_cpu_isa_set("scalar");
+        if (ds4rt_matmul(pool1, &wt, x, n_tok, y_ref) != DS4RT_OK) fail(isa, "Q8_0 X8", ds4rt_last_error());
+        ds4rt_cpu_isa_set(isa);
+        if (ds4rt_matmul(pool1, &w8t, x, n_tok, y) != DS4RT_OK || !same_bits(y, y_ref, (size_t)(n_tok * rows)))
+            fail(isa, "Q8_0 X8", "batch of 17 (1 thread) differs from the scalar path on the file layout");
+        if (ds4rt_matmul(pool3, &w8t, x, n_tok, y) != DS4RT_OK || !same_bits(y, y_ref, (size_t)(n_tok * rows)))
+            fail(isa, "Q8_0 X8", "batch of 17 (3 threads) differs from the scalar path on the file layout");
+        for (int64_t t = 0; t < n_tok; t++)
+            if (ds4rt_matmul(pool1, &w8t, x + t * cols, 1, y) != DS4RT_OK || !same_bits(y, y_ref + t * rows, (size_t)rows))
+                fail(isa, "Q8_0 X8", "n_tok=1 differs from the batched result");
+        for (int64_t nb = 2; nb < n_tok; nb++) {
+            const int64_t t0 = (nb * 5) % (n_tok - nb + 1);
+            if (ds4rt_matmul(pool3, &w8t, x + t0 * cols, nb, y) != DS4RT_OK ||
+                !same_bits(y, y_ref + t0 * rows, (size_t)(nb * rows)))
+                fail(isa, "Q8_0 X8", "a sub-batch differs from the full batch");
+        }
+        /* one dispatch with a file-layout job reading the same rows */
+        float *y2 = malloc(sizeof(float) * (size_t)(3 * rows));
+        const ds4rt_matmul_job jobs[2] = {{.w = w8t, .x = x, .n_tok = 3, .y = y}, {.w = wt, .x = x, .n_tok = 3, .y = y2}};
+        if (ds4rt_matmul_batch(pool3, jobs, 2) != DS4RT_OK || !same_bits(y, y_ref, (size_t)(3 * rows)) ||
+            !same_bits(y2, y_ref, (size_t)(3 * rows)))
+            fail(isa, "Q8_0 X8", "X8 and file-layout jobs of one batch differ from the scalar path");
+        free(y2);
+        free(w);
+        free(w8);
+        free(x);
+        free(y_ref);
+        free(y);
+    }
+    /* 32 * 9 columns: not whole groups of 8 blocks */
+    uint8_t blk[9 * 34] = {0};
+    float x[288] = {0}, y1;
+    const ds4rt_weight bad = {.type = DS4RT_TYPE_Q8_0, .data = blk, .rows = 1, .cols = 288, .row_bytes = 9 * 34,
+                              .layout = DS4RT_LAYOUT_Q8_0_X8};
+    if (ds4rt_matmul(pool1, &bad, x, 1, &y1) != DS4RT_ERR_INVALID_ARGUMENT)
+        fail(isa, "Q8_0 X8", "an X8 weight of 288 columns was accepted");
+}
+
 /* parallel_for: every item exactly once, whatever the thread count, size and grain; and pools
  * destroyed right after creation (workers that have not started yet must still stop). */
 typedef struct {
@@ -279,7 +339,7 @@ int main(void) {
         printf("FAIL pool_create: %s\n", ds4rt_last_error());
         return 1;
     }
-    static const char *isas[] = {"scalar", "avx2", "avx512", "neon", "neon-dotprod"};
+    static const char *isas[] = {"scalar", "avx2", "avx512", "avx512-vnni", "neon", "neon-dotprod"};
     int ran = 0;
     for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++) {
         const char *why = NULL;
@@ -290,6 +350,7 @@ int main(void) {
         const int before = failures;
         for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) check_type(isas[i], types[k], pool1, pool3);
         for (int rep = 0; rep < 4; rep++) check_batch(isas[i], rep % 2 ? pool3 : pool1);
+        check_x8(isas[i], pool1, pool3);
         printf("%s %s: %zu types\n", failures == before ? "OK" : "FAIL", isas[i], sizeof types / sizeof types[0]);
         ran++;
     }

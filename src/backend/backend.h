@@ -88,13 +88,16 @@ static inline ds4rt_di32 ds4rt_pass_tokens(ds4rt_dpass p) { return (ds4rt_di32){
 
 /* ---- backend-resident weights --------------------------------------------------------------- */
 
-/* A 2-D weight W[rows][cols] of ggml type `type`; row r at data + r * row_bytes (bytes). */
+/* A 2-D weight W[rows][cols] of ggml type `type`; row r at data + r * row_bytes (bytes).
+ * `layout` is 0 for the file's bytes, else a layout the backend repacked the rows into
+ * (prepare_weight; the CPU's are src/quant/repack.h's). */
 typedef struct ds4rt_dweight {
     uint32_t type;
     ds4rt_dbytes data;
     int64_t rows;
     int64_t cols;
     uint64_t row_bytes;
+    uint32_t layout;
 } ds4rt_dweight;
 
 /* A stack of equally shaped matrices (routed experts): matrix e at first.data + e * stride. */
@@ -274,6 +277,15 @@ struct ds4rt_backend_ops {
     ds4rt_status (*map_weights)(ds4rt_backend *be, const void *host, uint64_t bytes, ds4rt_dbuf **out);
     /* Weights from a host array that may be freed after the call (converted f32 vectors). */
     ds4rt_status (*upload_weights)(ds4rt_backend *be, const void *host, uint64_t bytes, ds4rt_dbuf **out);
+    /* Optional (NULL: matrices are used as bound; since version 4). Called for every matrix
+     * bound for a product (not for get_rows' tables): `count` matrices of w's shape, `stride`
+     * bytes apart (1 and 0 for one matrix). A backend whose kernels want another layout (the
+     * CPU's avx512-vnni path: Q8_0 in groups of 8 blocks, docs/QUANTS.md) sets *bytes to the
+     * size of its copy and w->layout, and unless `dry` (a memory plan: w holds no data) makes
+     * the copy in a buffer of its own (*owned, released with the weights) and points w at it;
+     * otherwise *bytes = 0, *owned = NULL and w is left as it is. */
+    ds4rt_status (*prepare_weight)(ds4rt_backend *be, ds4rt_dweight *w, uint32_t count, uint64_t stride, bool dry,
+                                   ds4rt_dbuf **owned, uint64_t *bytes);
     void (*release)(ds4rt_backend *be, ds4rt_dbuf *buf);
 
     /* ---- execution contexts ---- */

@@ -115,6 +115,23 @@ static ds4rt_status shape_error(const char *name, const ds4rt_gguf_tensor *t, co
     return ds4rt_fail(DS4RT_ERR_FORMAT, "tensor %s has shape %s, expected %s", name, got, want);
 }
 
+/* The backend's layout for a matrix bound for a product (backend.h, prepare_weight): the view
+ * is replaced by the backend's own copy, which the account then holds instead of the view. */
+static ds4rt_status prepare(ds4rt_binder *b, const ds4rt_gguf_tensor *t, uint32_t count, uint64_t stride,
+                            ds4rt_dweight *w) {
+    const ds4rt_backend_ops *ops = ds4rt_backend_get_ops(b->arena->be);
+    if (ops->prepare_weight == NULL) return DS4RT_OK;
+    ds4rt_dbuf *owned = NULL;
+    uint64_t bytes = 0;
+    TRY(ops->prepare_weight(b->arena->be, w, count, stride, b->arena->dry, &owned, &bytes));
+    if (owned != NULL) TRY(arena_keep(b->arena, owned));
+    if (bytes != 0 && b->account != NULL) {
+        b->account->mapped_bytes -= t->nbytes;
+        b->account->owned_bytes += bytes;
+    }
+    return DS4RT_OK;
+}
+
 ds4rt_status ds4rt_bind_matrix(ds4rt_binder *b, const char *name, int64_t cols, int64_t rows,
                                bool flatten, ds4rt_op op, ds4rt_dweight *out) {
     const ds4rt_gguf_tensor *t;
@@ -133,7 +150,7 @@ ds4rt_status ds4rt_bind_matrix(ds4rt_binder *b, const char *name, int64_t cols, 
     TRY(ds4rt_type_row_bytes(t->type, cols, &row_bytes));
     *out = (ds4rt_dweight){.type = t->type, .data = mapped(b, t), .rows = rows, .cols = cols, .row_bytes = row_bytes};
     account_view(b, name, t);
-    return DS4RT_OK;
+    return op == DS4RT_OP_GET_ROWS ? DS4RT_OK : prepare(b, t, 1, 0, out);
 }
 
 ds4rt_status ds4rt_bind_matrices(ds4rt_binder *b, const char *name, int64_t cols, int64_t rows,
@@ -152,7 +169,7 @@ ds4rt_status ds4rt_bind_matrices(ds4rt_binder *b, const char *name, int64_t cols
     out->count = count;
     out->stride = row_bytes * (uint64_t)rows;
     account_view(b, name, t);
-    return DS4RT_OK;
+    return prepare(b, t, count, out->stride, &out->first);
 }
 
 /* Converted to f32 on the host, then uploaded (the host copy is freed). */

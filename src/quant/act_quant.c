@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "repack.h"
 
 static inline float round_half_even(float v) {
     const float magic = 12582912.0f; /* 1.5 * 2^23 */
@@ -49,12 +50,19 @@ uint32_t ds4rt_act_type_for(uint32_t wtype, int *ok) {
     }
 }
 
+uint32_t ds4rt_act_type_for_layout(uint32_t wtype, uint32_t layout, int *ok) {
+    if (layout == DS4RT_LAYOUT_FILE) return ds4rt_act_type_for(wtype, ok);
+    *ok = layout == DS4RT_LAYOUT_Q8_0_X8 && wtype == DS4RT_TYPE_Q8_0;
+    return *ok ? DS4RT_ACT_Q8_0_X8 : 0;
+}
+
 void ds4rt_act_layout(uint32_t act_type, int64_t cols, ds4rt_act *a) {
     const size_t n = (size_t)cols;
     a->type = act_type;
     a->cols = cols;
     switch (act_type) {
     case DS4RT_TYPE_Q8_0:
+    case DS4RT_ACT_Q8_0_X8:
         a->d_off = align64(n);
         a->s_off = a->d_off + align64(n / DS4RT_QK0 * sizeof(float));
         a->stride = a->s_off + align64(n / DS4RT_QK0 * sizeof(int32_t));
@@ -121,7 +129,28 @@ static void quantize_q8_K(const float *x, int64_t n, int8_t *q, float *d, int16_
     }
 }
 
+/* The Q8_0 row, then each 256-column group's quants interleaved as the X8 weights' are and
+ * each block's sum turned into the bias correction -128 * sum (kernels.h). */
+static void quantize_q8_0_x8(const ds4rt_act *a, int64_t t, const float *x) {
+    ds4rt_act q = *a;
+    q.type = DS4RT_TYPE_Q8_0;
+    ds4rt_act_quantize_row(&q, t, x);
+    uint8_t *row = a->base + (size_t)t * a->stride;
+    int32_t *sums = (int32_t *)(void *)(row + a->s_off);
+    for (int64_t g = 0; g < a->cols / DS4RT_X8_GROUP_COLS; g++) {
+        uint8_t *qs = row + g * DS4RT_X8_GROUP_COLS, plain[DS4RT_X8_GROUP_COLS];
+        memcpy(plain, qs, sizeof plain);
+        for (int k = 0; k < 8; k++)
+            for (int j = 0; j < 8; j++) memcpy(qs + 32 * k + 4 * j, plain + 32 * j + 4 * k, 4);
+    }
+    for (int64_t b = 0; b < a->cols / DS4RT_QK0; b++) sums[b] *= -128;
+}
+
 void ds4rt_act_quantize_row(const ds4rt_act *a, int64_t t, const float *x) {
+    if (a->type == DS4RT_ACT_Q8_0_X8) {
+        quantize_q8_0_x8(a, t, x);
+        return;
+    }
     const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
     if (k->act_row != NULL && k->act_row(a, t, x)) return; /* the same bits, in SIMD */
     uint8_t *row = a->base + (size_t)t * a->stride;

@@ -1,9 +1,11 @@
 /*
  * cpu_isa.c - chooses the kernel table at run time.
  *
- * Default: the widest path this CPU runs (x86-64: avx512 > avx2 > scalar; aarch64:
- * neon-dotprod > neon). The environment variable DS4RT_CPU_ISA (scalar, avx2, avx512, neon,
- * neon-dotprod, auto) read at first use, or ds4rt_cpu_isa_set(), forces one. A forced path the
+ * Default: the widest path this CPU runs (x86-64: avx512-vnni > avx512 > avx2 > scalar;
+ * aarch64: neon-dotprod > neon). The environment variable DS4RT_CPU_ISA (scalar, avx2, avx512,
+ * avx512-vnni, neon, neon-dotprod, auto) read at first use, or ds4rt_cpu_isa_set(), forces one.
+ * A path decides how Q8_0 weights are laid out when a model binds them (repack.h); every path
+ * multiplies every layout, so forcing another path later stays correct. A forced path the
  * CPU cannot run is never used silently: the environment case falls back to the default and
  * build_info() says why; ds4rt_cpu_isa_set() returns DS4RT_ERR_UNSUPPORTED.
  */
@@ -42,6 +44,7 @@ static const isa_entry compiled[] = {
 #if defined(__x86_64__) || defined(_M_X64)
     {"avx2", &ds4rt_kernels_avx2},
     {"avx512", &ds4rt_kernels_avx512},
+    {"avx512-vnni", &ds4rt_kernels_avx512_vnni},
 #endif
 #if defined(__aarch64__)
     {"neon", &ds4rt_kernels_neon},
@@ -67,11 +70,11 @@ static const char *cpu_lacks(const char *name) {
     const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c_bmi1() &&
                      __builtin_cpu_supports("bmi2");
     if (strcmp(name, "avx2") == 0) return avx2 ? NULL : "this CPU lacks AVX2/FMA/F16C/BMI1/BMI2";
-    if (strcmp(name, "avx512") == 0)
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                       __builtin_cpu_supports("avx512vl")
-                   ? NULL
-                   : "this CPU lacks AVX-512 F/BW/VL";
+    const int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                       __builtin_cpu_supports("avx512vl");
+    if (strcmp(name, "avx512") == 0) return avx512 ? NULL : "this CPU lacks AVX-512 F/BW/VL";
+    if (strcmp(name, "avx512-vnni") == 0)
+        return avx512 && __builtin_cpu_supports("avx512vnni") ? NULL : "this CPU lacks AVX-512 F/BW/VL/VNNI";
 #endif
 #if defined(__aarch64__)
     if (strcmp(name, "neon") == 0) return NULL;
@@ -95,8 +98,8 @@ const ds4rt_cpu_kernels *ds4rt_cpu_lookup(const char *name, const char **why) {
         if (why) *why = lack;
         return lack ? NULL : compiled[i].table;
     }
-    static const char *const known[] = {"avx2", "avx512", "neon", "neon-dotprod"};
-    if (why) *why = "unknown CPU path name (scalar, avx2, avx512, neon, neon-dotprod, auto)";
+    static const char *const known[] = {"avx2", "avx512", "avx512-vnni", "neon", "neon-dotprod"};
+    if (why) *why = "unknown CPU path name (scalar, avx2, avx512, avx512-vnni, neon, neon-dotprod, auto)";
     for (size_t i = 0; i < DS4RT_ARRAY_LEN(known); i++)
         if (strcmp(known[i], name) == 0 && why) *why = "not compiled for this architecture";
     return NULL;

@@ -36,17 +36,29 @@ static inline int ds4rt_lanes_for(uint32_t wtype) {
 }
 
 typedef struct ds4rt_cpu_kernels {
-    const char *name;                     /* "scalar", "avx2", "avx512", "neon", "neon-dotprod" */
+    const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "neon", "neon-dotprod" */
     ds4rt_dot_fn dot[DS4RT_TYPE_COUNT];   /* indexed by weight type; NULL = not computable */
+    /* Q8_0 rows in the X8 layout (repack.h), with DS4RT_ACT_Q8_0_X8 activations; every path
+     * has one (a portable one where the path has no faster), so weights repacked for one path
+     * stay computable when another is forced. */
+    ds4rt_dot_fn dot_q8_0_x8;
+    uint32_t q8_0_layout; /* the layout this path wants Q8_0 weights in (repack.h) */
     /* Converts activation row t of `a` from x bitwise as act_quant.c's portable code does and
      * returns 1, or returns 0 for a type it leaves to that code; NULL: always the portable one. */
     int (*act_row)(const ds4rt_act *a, int64_t t, const float *x);
 } ds4rt_cpu_kernels;
 
 extern const ds4rt_cpu_kernels ds4rt_kernels_scalar;
+/* The portable X8 kernel (kernels_scalar.c), in every path's table that has no faster one. */
+void ds4rt_dot_q8_0_x8_portable(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok, int64_t k0,
+                                int64_t k1, float *lanes, int64_t lane_stride);
 #if defined(__x86_64__) || defined(_M_X64)
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx2;
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx512;
+extern const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni;
+/* kernels_avx512_vnni.c: the X8 kernel with AVX-512 VNNI's 4-byte dot products */
+void ds4rt_dot_q8_0_x8_vnni(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok, int64_t k0,
+                            int64_t k1, float *lanes, int64_t lane_stride);
 int ds4rt_act_row_avx2(const ds4rt_act *a, int64_t t, const float *x); /* act_quant_avx2.c */
 #endif
 #if defined(__aarch64__)
@@ -72,6 +84,15 @@ void ds4rt_cpu_describe(char *buf, size_t len);
 /* The activation type paired with weight type `wtype` (F32, F16, BF16, Q8_0 or Q8_K), or 0 with
  * *ok = 0 for a type the CPU backend does not compute. */
 uint32_t ds4rt_act_type_for(uint32_t wtype, int *ok);
+
+/* Activations of X8-layout Q8_0 weights (repack.h): the Q8_0 activation's bits, its quants
+ * interleaved within each 256-column group as the weights' are (byte 32k + 4j + m = quant
+ * 4k + m of block j), its scales as Q8_0's, and per block -128 times its quant sum (the
+ * weights' +128 bias taken back out). Not a GGUF type id. */
+#define DS4RT_ACT_Q8_0_X8 0x10008u
+
+/* The activation type paired with `wtype` held in `layout` (repack.h). */
+uint32_t ds4rt_act_type_for_layout(uint32_t wtype, uint32_t layout, int *ok);
 
 /* Fills the layout fields of `a` (type, cols, stride, d_off, s_off; not base) for rows of
  * `cols` activations of type act_type; cols must be a multiple of the act block. */

@@ -52,5 +52,6 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx2 = {
         [DS4RT_TYPE_Q6_K] = dot_q6_K,
         [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
     },
+    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_portable,
     .act_row = ds4rt_act_row_avx2,
 };

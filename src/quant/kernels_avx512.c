@@ -7,6 +7,7 @@
  * sign instruction: signs are applied with a byte mask (x negated where the mask bit is set).
  */
 #include "kernels_avx2_tiles.h"
+#include "repack.h"
 
 ALWAYS_INLINE __m512i loadu512(const void *p) { return _mm512_loadu_si512(p); }
 
@@ -397,20 +398,28 @@ DEF_DISPATCH(q5_K, C_Q5_K)
 DEF_DISPATCH(q6_K, C_Q6_K)
 DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
 
+/* The avx512 table, and avx512-vnni: the same kernels, plus Q8_0 weights repacked into the X8
+ * layout (repack.h) for kernels_avx512_vnni.c, compiled with the VNNI flag on its own so that
+ * nothing here can use an instruction a CPU without VNNI lacks. */
+#define AVX512_DOTS                                                                                 \
+    {                                                                                               \
+        [DS4RT_TYPE_F32] = dot_f32, [DS4RT_TYPE_F16] = dot_f16, [DS4RT_TYPE_BF16] = dot_bf16,       \
+        [DS4RT_TYPE_Q8_0] = dot_q8_0, [DS4RT_TYPE_Q4_0] = dot_q4_0, [DS4RT_TYPE_MXFP4] = dot_mxfp4, \
+        [DS4RT_TYPE_Q2_K] = dot_q2_K, [DS4RT_TYPE_Q4_K] = dot_q4_K, [DS4RT_TYPE_Q5_K] = dot_q5_K,   \
+        [DS4RT_TYPE_Q6_K] = dot_q6_K, [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,                           \
+    }
+
 const ds4rt_cpu_kernels ds4rt_kernels_avx512 = {
     .name = "avx512",
-    .dot = {
-        [DS4RT_TYPE_F32] = dot_f32,
-        [DS4RT_TYPE_F16] = dot_f16,
-        [DS4RT_TYPE_BF16] = dot_bf16,
-        [DS4RT_TYPE_Q8_0] = dot_q8_0,
-        [DS4RT_TYPE_Q4_0] = dot_q4_0,
-        [DS4RT_TYPE_MXFP4] = dot_mxfp4,
-        [DS4RT_TYPE_Q2_K] = dot_q2_K,
-        [DS4RT_TYPE_Q4_K] = dot_q4_K,
-        [DS4RT_TYPE_Q5_K] = dot_q5_K,
-        [DS4RT_TYPE_Q6_K] = dot_q6_K,
-        [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
-    },
+    .dot = AVX512_DOTS,
+    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_portable,
     .act_row = ds4rt_act_row_avx2, /* the AVX2 build of it (act_quant_avx2.c), also here */
+};
+
+const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni = {
+    .name = "avx512-vnni",
+    .dot = AVX512_DOTS,
+    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_vnni,
+    .q8_0_layout = DS4RT_LAYOUT_Q8_0_X8,
+    .act_row = ds4rt_act_row_avx2,
 };

@@ -347,4 +347,5 @@ const ds4rt_cpu_kernels NEON_TABLE = {
         [DS4RT_TYPE_Q6_K] = dot_q6_K,
         [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
     },
+    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_portable,
 };

@@ -19,6 +19,7 @@
  */
 #include "kernels.h"
 #include "quant_tables.h"
+#include "repack.h"
 
 /* ---------------- float weights ---------------- */
 
@@ -52,6 +53,30 @@ static void acc_q8_0(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0
         for (int i = 0; i < 32; i++) isum += blk->qs[i] * xq[b * 32 + i];
         acc[b & 7] += (ds4rt_rd_f16(blk->d) * xd[b]) * (float)isum;
     }
+}
+
+/* X8 layout (repack.h): group g holds blocks 8g..8g+7, block j's quants at bytes 32k + 4j + m
+ * of the group's quant area, biased by +128; the activation row is interleaved the same way
+ * and carries -128 * (block quant sum), so the integer sum is exactly the file layout's. */
+static void acc_q8_0_x8(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
+    const int8_t *xq = ds4rt_act_qs(a, t);
+    const float *xd = ds4rt_act_d(a, t);
+    const int32_t *bias = ds4rt_act_sum32(a, t);
+    for (int64_t g = k0 / DS4RT_X8_GROUP_COLS; g < k1 / DS4RT_X8_GROUP_COLS; g++) {
+        const uint8_t *wg = w + g * DS4RT_X8_GROUP_BYTES;
+        const int8_t *xg = xq + g * DS4RT_X8_GROUP_COLS;
+        for (int j = 0; j < 8; j++) {
+            int32_t isum = bias[8 * g + j];
+            for (int k = 0; k < 8; k++)
+                for (int m = 0; m < 4; m++) isum += (int32_t)wg[16 + 32 * k + 4 * j + m] * xg[32 * k + 4 * j + m];
+            acc[j] += (ds4rt_rd_f16(wg + 2 * j) * xd[8 * g + j]) * (float)isum;
+        }
+    }
+}
+
+void ds4rt_dot_q8_0_x8_portable(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n_tok, int64_t k0, int64_t k1,
+                                float *lanes, int64_t ls) {
+    for (int i = 0; i < n_tok; i++) acc_q8_0_x8(w, a, t0 + i, k0, k1, lanes + i * ls);
 }
 
 static void acc_q4_0(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
@@ -230,4 +255,6 @@ const ds4rt_cpu_kernels ds4rt_kernels_scalar = {
         [DS4RT_TYPE_Q6_K] = dot_q6_K,
         [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
     },
+    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_portable,
+    .q8_0_layout = DS4RT_LAYOUT_FILE,
 };

@@ -24,6 +24,7 @@
 #include "matmul.h"
 #include "matmul_profile.h"
 #include "qtypes.h"
+#include "repack.h"
 
 /* ---------------- per-thread scratch ---------------- */
 
@@ -146,6 +147,9 @@ static ds4rt_status check_job(const ds4rt_matmul_job *j) {
     uint64_t need = 0;
     ds4rt_status st = check_shape(w->type, w->rows, w->cols, j->n_tok, &need);
     if (st != DS4RT_OK) return st;
+    if (!ds4rt_layout_fits(w->layout, w->type, w->cols))
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: layout %u does not hold %s weights of %lld columns",
+                          w->layout, ds4rt_type_lookup(w->type)->name, (long long)w->cols);
     if (w->row_bytes < need)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: row_bytes %llu < %llu needed by %lld columns",
                           (unsigned long long)w->row_bytes, (unsigned long long)need, (long long)w->cols);
@@ -217,11 +221,12 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
     for (int j = 0; j < n_jobs; j++) {
         const ds4rt_matmul_job *jb = &jobs[j];
         if (jb->n_tok == 0 || jb->w.rows == 0) continue;
-        if (k->dot[jb->w.type] == NULL)
+        const ds4rt_dot_fn dot = jb->w.layout == DS4RT_LAYOUT_Q8_0_X8 ? k->dot_q8_0_x8 : k->dot[jb->w.type];
+        if (dot == NULL)
             return ds4rt_fail(DS4RT_ERR_INTERNAL, "matmul: CPU path %s has no kernel for a computable type", k->name);
         int ok;
         ds4rt_act act;
-        ds4rt_act_layout(ds4rt_act_type_for(jb->w.type, &ok), jb->w.cols, &act);
+        ds4rt_act_layout(ds4rt_act_type_for_layout(jb->w.type, jb->w.layout, &ok), jb->w.cols, &act);
         /* jobs reading the same rows as the same activation type convert them once */
         int a = 0;
         while (a < as.n && !(as.x[a] == jb->x && as.act[a].type == act.type && as.act[a].cols == act.cols &&
@@ -242,7 +247,7 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
         act_of[b.n] = a;
         job_type[b.n] = jb->w.type;
         b.c[b.n] = (mm_ctx){
-            .dot = k->dot[jb->w.type],
+            .dot = dot,
             .n_lanes = ds4rt_lanes_for(jb->w.type),
             .w = jb->w.data,
             .row_bytes = jb->w.row_bytes,

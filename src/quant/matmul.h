@@ -16,13 +16,15 @@
 #include "threadpool.h"
 
 /* A 2-D weight matrix W[rows][cols] as stored in GGUF (ne0 = cols = in features,
- * ne1 = rows = out features); row r starts at data + r * row_bytes. */
+ * ne1 = rows = out features); row r starts at data + r * row_bytes. `layout` (repack.h):
+ * DS4RT_LAYOUT_FILE (0) for the file's bytes, else a repacked copy (ds4rt_repack_rows). */
 typedef struct ds4rt_weight {
     uint32_t type;
     const void *data;
     int64_t rows;
     int64_t cols;
     uint64_t row_bytes;
+    uint32_t layout;
 } ds4rt_weight;
 
 /* y[t * w->rows + r] = sum_c W[r][c] * x[t * w->cols + c] for t < n_tok.

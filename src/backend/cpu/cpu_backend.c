@@ -8,6 +8,7 @@
 #include "cpu_internal.h"
 #include "internal.h"
 #include "qtypes.h"
+#include "repack.h"
 
 /* ---- capability ---------------------------------------------------------------------------- */
 
@@ -63,6 +64,29 @@ static ds4rt_status cpu_map_weights(ds4rt_backend *be, const void *host, uint64_
 static ds4rt_status cpu_upload_weights(ds4rt_backend *be, const void *host, uint64_t bytes, ds4rt_dbuf **out) {
     TRY(cpu_alloc(be, DS4RT_MEM_WEIGHTS, bytes, out));
     if (bytes) memcpy((*out)->ptr, host, (size_t)bytes);
+    return DS4RT_OK;
+}
+
+/* Q8_0 matrices in the layout the active kernel path multiplies fastest (repack.h): a copy of
+ * the same size as the file's bytes, made once here. */
+static ds4rt_status cpu_prepare_weight(ds4rt_backend *be, ds4rt_dweight *w, uint32_t count, uint64_t stride, bool dry,
+                                       ds4rt_dbuf **owned, uint64_t *bytes) {
+    *owned = NULL;
+    *bytes = 0;
+    const uint32_t layout = ds4rt_cpu_preferred_layout(w->type, w->cols);
+    if (layout == DS4RT_LAYOUT_FILE || count == 0) return DS4RT_OK;
+    const uint64_t one = (uint64_t)w->rows * w->row_bytes, span = (uint64_t)(count - 1) * stride + one;
+    if (!dry) {
+        ds4rt_dbuf *buf;
+        TRY(cpu_alloc(be, DS4RT_MEM_WEIGHTS, span, &buf));
+        for (uint32_t e = 0; e < count; e++)
+            ds4rt_repack_rows(layout, B(w->data) + (uint64_t)e * stride, (uint8_t *)buf->ptr + (uint64_t)e * stride,
+                              w->rows, w->cols, w->row_bytes);
+        w->data = (ds4rt_dbytes){buf, 0};
+        *owned = buf;
+    }
+    w->layout = layout;
+    *bytes = span;
     return DS4RT_OK;
 }
 
@@ -162,6 +186,7 @@ static const ds4rt_backend_ops CPU_OPS = {
     .alloc = cpu_alloc,
     .map_weights = cpu_map_weights,
     .upload_weights = cpu_upload_weights,
+    .prepare_weight = cpu_prepare_weight,
     .release = cpu_release,
     .ctx_create = cpu_ctx_create,
     .ctx_reserve = cpu_ctx_reserve,

@@ -45,7 +45,7 @@ static inline const int32_t *pass_tokens(ds4rt_dpass p) {
 /* The quant layer's view of a weight. */
 static inline ds4rt_weight cpu_weight(const ds4rt_dweight *w) {
     return (ds4rt_weight){.type = w->type, .data = B(w->data), .rows = w->rows, .cols = w->cols,
-                          .row_bytes = w->row_bytes};
+                          .row_bytes = w->row_bytes, .layout = w->layout};
 }
 
 #define TRY(expr)                                                             \

@@ -1,0 +1,80 @@
+/*
+ * kernels_avx512_vnni.c - the Q8_0 product for X8-layout weights (repack.h) with AVX-512 VNNI
+ * (vpdpbusd on 256-bit registers, AVX-512 VL); compiled with -mavx512vnni on its own and used
+ * only on CPUs that have it (cpu_isa.c, path "avx512-vnni").
+ *
+ * A 256-column group is 8 blocks. Load k (32 bytes) of the weights holds quants 4k..4k+3 of
+ * each of the 8 blocks, biased to unsigned bytes; the activation row is interleaved the same
+ * way, so vpdpbusd adds 4 products per 32-bit lane and after the 8 loads lane j holds block
+ * j's integer sum plus 128 times its activation sum, which the activation's stored correction
+ * (-128 * sum) takes back out: exactly the file layout's integer sums (docs/QUANTS.md, "The Q8_0
+ * X8 layout"). Then the f32 term of block j, (d_w * d_x) * sum, goes to lane j as in every
+ * other path, so the result is bitwise theirs. Per block and token that is one dot-product
+ * instruction per 4 bytes instead of sign fix-up, byte and word multiply-adds and a horizontal
+ * sum of 8 lanes.
+ */
+#include <immintrin.h>
+
+#include "kernels.h"
+#include "repack.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* T tokens (1..4, a constant after inlining): each token's 8 dot products in two independent
+ * chains, so that the instruction's latency does not serialise one token's group. The loops
+ * over tokens are unrolled whatever the optimisation level: their arrays must stay in
+ * registers (at -O2 GCC kept them in memory and the kernel ran at half speed for 4 tokens). */
+ALWAYS_INLINE void tile_x8(const uint8_t *w, const ds4rt_act *a, int64_t t0, const int T, int64_t k0, int64_t k1,
+                           float *lanes, int64_t ls) {
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xb[4];
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        xq[t] = ds4rt_act_qs(a, t0 + t);
+        xd[t] = ds4rt_act_d(a, t0 + t);
+        xb[t] = ds4rt_act_sum32(a, t0 + t);
+        acc[t] = _mm256_loadu_ps(lanes + t * ls);
+    }
+    for (int64_t g = k0 / DS4RT_X8_GROUP_COLS; g < k1 / DS4RT_X8_GROUP_COLS; g++) {
+        const uint8_t *wg = w + g * DS4RT_X8_GROUP_BYTES;
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)wg));
+        __m256i s0[4], s1[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            s0[t] = load256(xb[t] + 8 * g);
+            s1[t] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i w0 = load256(wg + 16 + 32 * k), w1 = load256(wg + 48 + 32 * k);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                const int8_t *x = xq[t] + g * DS4RT_X8_GROUP_COLS + 32 * k;
+                s0[t] = _mm256_dpbusd_epi32(s0[t], w0, load256(x));
+                s1[t] = _mm256_dpbusd_epi32(s1[t], w1, load256(x + 32));
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const __m256 ds = _mm256_mul_ps(wd, _mm256_loadu_ps(xd[t] + 8 * g));
+            const __m256 s = _mm256_cvtepi32_ps(_mm256_add_epi32(s0[t], s1[t]));
+            acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(ds, s));
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) _mm256_storeu_ps(lanes + t * ls, acc[t]);
+}
+
+void ds4rt_dot_q8_0_x8_vnni(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0, int64_t k1,
+                            float *lanes, int64_t ls) {
+    switch (n) {
+    case 1: tile_x8(w, a, t0, 1, k0, k1, lanes, ls); break;
+    case 2: tile_x8(w, a, t0, 2, k0, k1, lanes, ls); break;
+    case 3: tile_x8(w, a, t0, 3, k0, k1, lanes, ls); break;
+    default: tile_x8(w, a, t0, 4, k0, k1, lanes, ls); break;
+    }
+}

@@ -1,0 +1,42 @@
+/* repack.c - the Q8_0 X8 layout (repack.h). */
+#include "repack.h"
+
+#include <string.h>
+
+#include "ds4rt.h"
+#include "kernels.h"
+
+int ds4rt_layout_fits(uint32_t layout, uint32_t type, int64_t cols) {
+    if (layout == DS4RT_LAYOUT_FILE) return 1;
+    return layout == DS4RT_LAYOUT_Q8_0_X8 && type == DS4RT_TYPE_Q8_0 && cols > 0 && cols % DS4RT_X8_GROUP_COLS == 0;
+}
+
+uint32_t ds4rt_cpu_preferred_layout(uint32_t type, int64_t cols) {
+    const uint32_t want = type == DS4RT_TYPE_Q8_0 ? ds4rt_cpu_active()->q8_0_layout : DS4RT_LAYOUT_FILE;
+    return ds4rt_layout_fits(want, type, cols) ? want : DS4RT_LAYOUT_FILE;
+}
+
+/* One group: 8 Q8_0 blocks (34 bytes each) -> 8 scales + 256 interleaved biased quants. */
+static void repack_group_x8(const uint8_t *src, uint8_t *dst) {
+    for (int j = 0; j < 8; j++) memcpy(dst + 2 * j, src + 34 * j, 2);
+    uint8_t *q = dst + 16;
+    for (int k = 0; k < 8; k++)
+        for (int j = 0; j < 8; j++)
+            for (int m = 0; m < 4; m++) q[32 * k + 4 * j + m] = (uint8_t)(src[34 * j + 2 + 4 * k + m] ^ 0x80u);
+}
+
+void ds4rt_repack_rows(uint32_t layout, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
+                       uint64_t row_bytes) {
+    const int64_t groups = cols / DS4RT_X8_GROUP_COLS;
+    const uint64_t packed = (uint64_t)groups * DS4RT_X8_GROUP_BYTES;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *s = src + (uint64_t)r * row_bytes;
+        uint8_t *d = dst + (uint64_t)r * row_bytes;
+        if (layout != DS4RT_LAYOUT_Q8_0_X8) {
+            memcpy(d, s, row_bytes);
+            continue;
+        }
+        for (int64_t g = 0; g < groups; g++) repack_group_x8(s + g * DS4RT_X8_GROUP_BYTES, d + g * DS4RT_X8_GROUP_BYTES);
+        if (row_bytes > packed) memcpy(d + packed, s + packed, row_bytes - packed);
+    }
+}
