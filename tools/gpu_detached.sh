@@ -18,8 +18,11 @@
 #   3. the real-width random files of LAYERS layers (default "4 8", tools/make_big_model.py);
 #   4. tools/bench_cpu_peer.py --backend cuda: llama.cpp and ds4rt, alternated, per file, with
 #      every `--variant` of $VARIANTS (default: PDL on), into gpu_peer.json;
-#   5. with PROFILE=1, Nsight Compute's per-kernel table of one decode (kernels_n1.json).
-# STEPS (default "suite bench") picks steps 2's suite and 4; the build always runs.
+#   5. with "cpu" in STEPS: the same against llama.cpp's CPU build (built beside the CUDA one) on
+#      the machine's CPU at CPU_THREADS (default "16,8"), with ds4rt's CPU path forced to avx512
+#      as a variant (CPU_VARIANTS), into cpu_peer.json;
+#   6. with PROFILE=1, Nsight Compute's per-kernel table of one decode (kernels_n1.json).
+# STEPS (default "suite bench") picks steps 2's suite, 4 and 5; the build always runs.
 set -euo pipefail
 WORK=${WORK:-/tmp/ds4rt-gpu-detached}
 verb=${1:?usage: gpu_detached.sh start|wait [WAIT_S]}
@@ -55,6 +58,7 @@ start)
     cd "$WORK"
     export LAYERS="${LAYERS:-4 8}" VARIANTS="${VARIANTS:-pdl:DS4RT_GPU_PDL=1}"
     export STEPS="${STEPS:-suite bench}" PROFILE="${PROFILE:-0}" BENCH_ARGS="${BENCH_ARGS:-}"
+    export CPU_THREADS="${CPU_THREADS:-16,8}" CPU_VARIANTS="${CPU_VARIANTS:-avx512:DS4RT_CPU_ISA=avx512}"
     setsid bash src/tools/gpu_detached.sh job </dev/null >job.log 2>&1 &
   )
   echo "started in $WORK"
@@ -79,6 +83,15 @@ job)
       echo $? >peer.rc
     ) >out/peer_build.log 2>&1 &
     say "llama.cpp peer build started"
+    if [[ " $STEPS " == *" cpu "* ]]; then
+      (
+        until [ -d peer/llama.cpp ]; do sleep 2; done
+        cmake -S peer/llama.cpp -B peer/build-cpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
+          -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+          -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && nice -n5 ninja -C peer/build-cpu -j4 llama-bench
+        echo $? >peer-cpu.rc
+      ) >out/peer_cpu_build.log 2>&1 &
+    fi
   fi
   site=$WORK/site
   export PATH="$site/bin:/usr/local/cuda/bin:$PATH" PYTHONPATH="$site"
@@ -121,6 +134,14 @@ job)
         --budget-s 60 --out out/bench_gpu.json >out/bench_gpu.log 2>&1
       say "bench_gpu (no peer): exit $?"
     fi
+  fi
+  if [[ " $STEPS " == *" cpu "* ]] && [ -n "$files" ] && [ "$(cat peer-cpu.rc 2>/dev/null)" = 0 ]; then
+    cvargs=()
+    for v in $CPU_VARIANTS; do cvargs+=(--variant "$v"); done
+    python3 src/tools/bench_cpu_peer.py --backend cpu --llama-bench "$WORK/peer/build-cpu/bin/llama-bench" \
+      --files "${files%%,*}" --threads "$CPU_THREADS" --gen 16 --prompts 2,4,8,16,128 --reps 2 --rounds 2 \
+      --budget-s 170 "${cvargs[@]}" --out out/cpu_peer.json 2>out/cpu_peer.log
+    say "CPU peer bench: exit $?"
   fi
   if [ "$PROFILE" = 1 ] && [ -n "$files" ]; then
     (cd src && ncu --clock-control none --profile-from-start off --csv \
