@@ -110,7 +110,7 @@ static void check_shape(const type_case *tc, int64_t rows, int64_t cols, int mis
     const size_t sb = ds4rt_gk_matmul_scratch_bytes(tc->type, cols, NMAX);
     void *dact = dalloc(sb);
     const ds4rt_gk_weight gw = {tc->type, dw, rows, cols, rb};
-    const ds4rt_weight cw = {tc->type, w, rows, cols, rb};
+    const ds4rt_weight cw = {.type = tc->type, .data = w, .rows = rows, .cols = cols, .row_bytes = rb};
     const char *al = misalign ? "unaligned" : "aligned";
 
     /* matmul of n rows, n = 1..17 and 40 (a second token tile) */
@@ -193,7 +193,8 @@ static void check_shape(const type_case *tc, int64_t rows, int64_t cols, int mis
                     if (!ok) snprintf(d, sizeof d, "slot %d with an invalid id is not NaN", j);
                     continue;
                 }
-                const ds4rt_weight we = {tc->type, ws + ids[j] * stride, rows, cols, rb};
+                const ds4rt_weight we = {
+                    .type = tc->type, .data = ws + ids[j] * stride, .rows = rows, .cols = cols, .row_bytes = rb};
                 ds4rt_matmul(NULL, &we, x + (size_t)(j / x_div) * cols, 1, one);
                 const int64_t i = first_diff(got + (size_t)j * rows, one, rows);
                 ok = i < 0;
