@@ -41,7 +41,12 @@ int ds4rt_gk_check(hipError_t e, const char *what);
  * scheduled early fetches its weights while the kernel ahead of it drains (a decode is a chain
  * of products of a few MB each, bound by that latency). Safe because no kernel writes weights:
  * they are uploaded, and the Q8->F16 cache expanded, synchronously before any pass. Nothing
- * else (activations, expert ids, state) may be read before it. */
+ * else (activations, state, outputs) may be read or written before it, with one exception:
+ * the expert products read their expert id first, to know which weights to fetch. The router
+ * kernel that writes the ids is never the kernel just ahead of an expert product (an activation
+ * conversion always is, src/backend/gpu/gpu_moe.c), and a kernel releases its successor only
+ * after its own wait has returned; so when an expert product starts, the router has completed
+ * and its writes are visible. */
 #define GK_PDL_ENTRY_AFTER_WEIGHTS() GK_PDL_ENTRY()
 
 /* IEEE half bits -> float, exactly, on every platform. */

@@ -621,7 +621,6 @@ typedef struct {
 
 template <int TYPE, bool ALIGNED, bool EXPERTS>
 __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
-    GK_PDL_ENTRY();
     constexpr int BB = TYPE == T_Q8_0 ? 34 : TYPE == T_Q4_0 ? 18 : TYPE == T_MXFP4 ? 17 : TYPE == T_Q2_K ? 84
                        : TYPE == T_Q4_K ? 144 : TYPE == T_Q5_K ? 176 : TYPE == T_Q6_K ? 210 : 66;
     /* lane rounds per staging step: about 1-1.7 KB of every row per step, so that a block keeps
@@ -653,13 +652,14 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
         y_row = t0;
     }
     if (bad) { /* uniform over the block: no barrier is skipped by part of it */
+        GK_PDL_ENTRY();
         const int64_t row = row0 + tid;
         if (tid < QROWS && row < a.rows) a.y[y_row * a.rows + row] = bits_f32(0x7fc00000u);
         return;
     }
-    for (int t = 0; t < nt; t++) acc[tid][t] = 0.0f;
+    for (int t = 0; t < nt; t++) acc[tid][t] = 0.0f; /* shared memory: before the wait is fine */
     const int nrows = a.rows - row0 < QROWS ? (int)(a.rows - row0) : QROWS;
-
+    if (a.nb == 0) GK_PDL_ENTRY(); /* no step below waits */
     for (int64_t b0 = 0; b0 < a.nb; b0 += STEP) {
         const int nblk = a.nb - b0 < STEP ? (int)(a.nb - b0) : STEP;
         const uint64_t off = (uint64_t)b0 * BB, len = (uint64_t)nblk * BB;
@@ -678,6 +678,7 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
                 wbuf[rr][u] = w[(uint64_t)(row0 + rr) * a.row_bytes + off + u];
             }
         }
+        if (b0 == 0) GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are staged (gk_internal.h) */
         __syncthreads();
         /* lane c: blocks b0 + c, b0 + c + 8, ... of the step, in increasing order */
         if (r < nrows)
@@ -730,7 +731,6 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
 
 template <int TYPE>
 __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
-    GK_PDL_ENTRY();
     constexpr int SUB = TYPE == T_IQ2_XXS ? 2 : 4;    /* threads per block term */
     constexpr int BB = TYPE == T_IQ2_XXS ? 66 : 84;   /* block bytes */
     constexpr int CB = TYPE == T_IQ2_XXS ? 16 : 8;    /* blocks per row and step */
@@ -745,8 +745,9 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     const int64_t row0 = (int64_t)blockIdx.x * QS_R;
     const int nrows = a.rows - row0 < QS_R ? (int)(a.rows - row0) : QS_R;
     const int64_t j = blockIdx.y;
-    const int32_t e = a.ids[j];
+    const int32_t e = a.ids[j]; /* before the wait: see GK_PDL_ENTRY_AFTER_WEIGHTS */
     if (e < 0 || (uint32_t)e >= a.n_experts) { /* uniform over the block */
+        GK_PDL_ENTRY();
         if (tid < nrows) a.y[j * a.rows + row0 + tid] = bits_f32(0x7fc00000u);
         return;
     }
@@ -766,6 +767,7 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     constexpr int WV = TYPE == T_IQ2_XXS ? 9 : 9;  /* weight words of an item */
     constexpr int XV = TYPE == T_IQ2_XXS ? 32 : 16; /* activation words of a thread */
     float acc = 0.0f;
+    if (a.nb == 0) GK_PDL_ENTRY(); /* no step below waits */
     for (int64_t b0 = 0; b0 < a.nb; b0 += CB) {
         const int nblk = a.nb - b0 < CB ? (int)(a.nb - b0) : CB;
         const bool pl = p < nblk;
@@ -798,6 +800,7 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
                 for (int k = 0; k < WV; k++) wv[it][k] = 0u;
             }
         }
+        if (b0 == 0) GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight */
         int xv[XV];
         int bsv[4] = {0, 0, 0, 0};
         float xd = 0.0f;
