@@ -147,19 +147,6 @@ __device__ __forceinline__ float gk_reduce32(const float *a) {
 
 #define GK_RMS_NT 256
 
-/* inv[t] = (float)(1 / sqrt(mean(X[t]^2) + eps)), the sum of squares in float64 (each square of
- * a float is exact in float64; only the order of the sum differs from the CPU's). */
-__global__ void __launch_bounds__(GK_RMS_NT) gk_rms_inv_kernel(const float *__restrict__ X, int64_t width, float eps,
-                                                                float *__restrict__ inv) {
-    GK_PDL_ENTRY();
-    __shared__ double sh[GK_RMS_NT];
-    const float *x = X + (int64_t)blockIdx.x * width;
-    double ss = 0.0;
-    for (int64_t i = threadIdx.x; i < width; i += GK_RMS_NT) ss += (double)x[i] * (double)x[i];
-    ss = gk_block_sum<GK_RMS_NT>(ss, sh);
-    if (threadIdx.x == 0) inv[blockIdx.x] = (float)(1.0 / sqrt(ss / (double)width + (double)eps));
-}
-
 /* ---- the float product in the CPU's order ------------------------------------------------------ */
 
 /* y[t][r] = reduce32(lane l: sum over c = l, l+32, ... of w[r][c] * act(x[t][c] (* inv[t]))).
@@ -286,16 +273,26 @@ static int gk_hc_check(const ds4rt_gk_hc_dims *dims, int64_t n, const char *who)
     return DS4RT_GK_OK;
 }
 
-/* act[t][c] = the activation paired with type T of X[t][c] * inv[t] (the CPU's RMS(X) row,
- * then its rounding), one element per thread; act rows are `stride` bytes apart. */
+/* One block per row t: inv[t] = (float)(1 / sqrt(mean(X[t]^2) + eps)), the sum of squares in
+ * float64 (each square of a float is exact in float64; only the order of the sum differs from
+ * the CPU's), then act[t][c] = the activation paired with type T of X[t][c] * inv[t] (the
+ * CPU's RMS(X) row, then its rounding); act rows are `stride` bytes apart. One launch per HC
+ * mix (it was two: the scale, then the rows by another grid); the row is read again from
+ * L1/L2. */
 template <unsigned T>
-__global__ void gk_hc_act_kernel(const float *__restrict__ X, const float *__restrict__ inv, int64_t n, int64_t width,
-                                 uint8_t *__restrict__ act, size_t stride) {
+__global__ void __launch_bounds__(GK_RMS_NT) gk_hc_rms_act_kernel(const float *__restrict__ X, int64_t width, float eps,
+                                                                   float *__restrict__ inv, uint8_t *__restrict__ act,
+                                                                   size_t stride) {
     GK_PDL_ENTRY();
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n * width) return;
-    const int64_t t = i / width, c = i % width;
-    ((float *)(void *)(act + (size_t)t * stride))[c] = gk_act<T>(X[i] * inv[t]);
+    __shared__ double sh[GK_RMS_NT];
+    const float *x = X + (int64_t)blockIdx.x * width;
+    double ss = 0.0;
+    for (int64_t i = threadIdx.x; i < width; i += GK_RMS_NT) ss += (double)x[i] * (double)x[i];
+    ss = gk_block_sum<GK_RMS_NT>(ss, sh);
+    const float r = (float)(1.0 / sqrt(ss / (double)width + (double)eps));
+    if (threadIdx.x == 0) inv[blockIdx.x] = r;
+    float *a = (float *)(void *)(act + (size_t)blockIdx.x * stride);
+    for (int64_t i = threadIdx.x; i < width; i += GK_RMS_NT) a[i] = gk_act<T>(x[i] * r);
 }
 
 extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t n_out, uint32_t fn_type,
@@ -314,16 +311,15 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
     uint8_t *act = (uint8_t *)d_scratch + gk_align((size_t)n * 4);
     const size_t stride = ds4rt_gk_act_bytes(DS4RT_GK_TYPE_F32, width, 1);
     hipStream_t s = (hipStream_t)stream;
-    hipLaunchKernelGGL(gk_rms_inv_kernel, dim3((unsigned)n), dim3(GK_RMS_NT), 0, s, d_X, width, dims->rms_eps, inv);
-    if ((st = DS4RT_GK_LAUNCHED("hc_mix rms")) != DS4RT_GK_OK) return st;
-    const dim3 grid((unsigned)((n * width + 255) / 256));
+    const dim3 grid((unsigned)n), block(GK_RMS_NT);
+    const float eps = dims->rms_eps;
     if (fn_type == DS4RT_GK_TYPE_F32)
-        hipLaunchKernelGGL(gk_hc_act_kernel<DS4RT_GK_TYPE_F32>, grid, dim3(256), 0, s, d_X, inv, n, width, act, stride);
+        hipLaunchKernelGGL(gk_hc_rms_act_kernel<DS4RT_GK_TYPE_F32>, grid, block, 0, s, d_X, width, eps, inv, act, stride);
     else if (fn_type == DS4RT_GK_TYPE_F16)
-        hipLaunchKernelGGL(gk_hc_act_kernel<DS4RT_GK_TYPE_F16>, grid, dim3(256), 0, s, d_X, inv, n, width, act, stride);
+        hipLaunchKernelGGL(gk_hc_rms_act_kernel<DS4RT_GK_TYPE_F16>, grid, block, 0, s, d_X, width, eps, inv, act, stride);
     else
-        hipLaunchKernelGGL(gk_hc_act_kernel<DS4RT_GK_TYPE_BF16>, grid, dim3(256), 0, s, d_X, inv, n, width, act, stride);
-    if ((st = DS4RT_GK_LAUNCHED("hc_mix act")) != DS4RT_GK_OK) return st;
+        hipLaunchKernelGGL(gk_hc_rms_act_kernel<DS4RT_GK_TYPE_BF16>, grid, block, 0, s, d_X, width, eps, inv, act, stride);
+    if ((st = DS4RT_GK_LAUNCHED("hc_mix rms and act")) != DS4RT_GK_OK) return st;
     const ds4rt_gk_weight w = {fn_type, d_fn, (int64_t)n_out, width, fn_row_bytes};
     return ds4rt_gk_matmul_act(&w, act, n, d_mix, stream);
 }
