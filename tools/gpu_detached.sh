@@ -22,7 +22,9 @@
 #      the machine's CPU at CPU_THREADS (default "16,8"), with ds4rt's CPU path forced to avx512
 #      as a variant (CPU_VARIANTS), into cpu_peer.json;
 #   6. with PROFILE=1, Nsight Compute's per-kernel table of one decode (kernels_n1.json).
-# STEPS (default "suite bench") picks steps 2's suite, 4 and 5; the build always runs.
+# STEPS (default "suite bench") picks steps 2's suite, 4 and 5; the build always runs. With
+# DEADLINE_S set, steps 5 and 6 start only while at least 180 s are left before it (the
+# session's device time), so the job ends with its results rather than being cut off.
 set -euo pipefail
 WORK=${WORK:-/tmp/ds4rt-gpu-detached}
 verb=${1:?usage: gpu_detached.sh start|wait [WAIT_S]}
@@ -59,6 +61,7 @@ start)
     export LAYERS="${LAYERS:-4 8}" VARIANTS="${VARIANTS:-pdl:DS4RT_GPU_PDL=1}"
     export STEPS="${STEPS:-suite bench}" PROFILE="${PROFILE:-0}" BENCH_ARGS="${BENCH_ARGS:-}"
     export CPU_THREADS="${CPU_THREADS:-16,8}" CPU_VARIANTS="${CPU_VARIANTS:-avx512:DS4RT_CPU_ISA=avx512}"
+    export DEADLINE_S="${DEADLINE_S:-0}"
     setsid bash src/tools/gpu_detached.sh job </dev/null >job.log 2>&1 &
   )
   echo "started in $WORK"
@@ -70,6 +73,7 @@ job)
   cd "$WORK"
   t0=$(date +%s)
   say() { echo "[$(($(date +%s) - t0))s] $*"; }
+  time_left() { [ "$DEADLINE_S" = 0 ] || [ $(($(date +%s) - t0 + 180)) -lt "$DEADLINE_S" ]; }
   jobs=$(nproc)
   peer=
   if ls llama.cpp-*.tar.xz >/dev/null 2>&1; then
@@ -135,7 +139,7 @@ job)
       say "bench_gpu (no peer): exit $?"
     fi
   fi
-  if [[ " $STEPS " == *" cpu "* ]] && [ -n "$files" ] && [ "$(cat peer-cpu.rc 2>/dev/null)" = 0 ]; then
+  if [[ " $STEPS " == *" cpu "* ]] && [ -n "$files" ] && [ "$(cat peer-cpu.rc 2>/dev/null)" = 0 ] && time_left; then
     cvargs=()
     for v in $CPU_VARIANTS; do cvargs+=(--variant "$v"); done
     python3 src/tools/bench_cpu_peer.py --backend cpu --llama-bench "$WORK/peer/build-cpu/bin/llama-bench" \
@@ -143,7 +147,7 @@ job)
       --budget-s 170 "${cvargs[@]}" --out out/cpu_peer.json 2>out/cpu_peer.log
     say "CPU peer bench: exit $?"
   fi
-  if [ "$PROFILE" = 1 ] && [ -n "$files" ]; then
+  if [ "$PROFILE" = 1 ] && [ -n "$files" ] && time_left; then
     (cd src && ncu --clock-control none --profile-from-start off --csv \
       --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
       python3 tools/profile_gpu_kernels.py run --target "${files%%,*}" --n 1 >"$WORK/out/decode.csv" &&
