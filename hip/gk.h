@@ -89,12 +89,12 @@ void ds4rt_gk_graph_destroy(void *exec);
 
 /* Programmatic dependent launch (NVIDIA compute capability 9.0 and later only): each kernel
  * is scheduled while the one before it drains and waits on the device for it (gk_internal.h,
- * GK_PDL_ENTRY). Off unless DS4RT_GPU_PDL=1 (docs/GPU.md: on top of graphs it does not pay
- * yet). Decided once per process, from the environment and `device`, before the first launch;
- * returns 1 if launches use it. */
+ * GK_PDL_ENTRY). On unless DS4RT_GPU_PDL=0, for passes of at most DS4RT_GPU_PDL_MAX_N tokens
+ * (default 8; docs/GPU.md). Decided once per process, from the environment and `device`,
+ * before the first launch; returns 1 if launches use it. */
 int ds4rt_gk_pdl_configure(int device);
 /* The launches this thread issues next (a pass of n tokens and the head after it) use PDL if it
- * is on and n <= DS4RT_GPU_PDL_MAX_N (unset: every n). Graphs captured meanwhile keep it. */
+ * is on and n <= DS4RT_GPU_PDL_MAX_N (default 8). Graphs captured meanwhile keep it. */
 void ds4rt_gk_pdl_pass(int64_t n);
 
 #ifdef __cplusplus
