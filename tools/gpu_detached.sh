@@ -21,7 +21,7 @@
 #      `python tools/make_big_model.py prepare --layers N --out-dir .big`, else `make`, which
 #      needs the real tokenizer's package);
 #   4. tools/bench_cpu_peer.py --backend cuda: llama.cpp and ds4rt, alternated, per file, with
-#      every `--variant` of $VARIANTS (default: PDL on), into gpu_peer.json;
+#      every `--variant` of $VARIANTS (default: PDL off), into gpu_peer.json;
 #   5. with "cpu" in STEPS: the same against llama.cpp's CPU build (built beside the CUDA one) on
 #      the machine's CPU at CPU_THREADS (default "16,8"), with ds4rt's CPU path forced to avx512
 #      as a variant (CPU_VARIANTS), into cpu_peer.json;
@@ -62,7 +62,7 @@ start)
   cp .peer/llama.cpp-*.tar.xz "$WORK/" 2>/dev/null || echo "no .peer/ tarball: no llama.cpp peer"
   (
     cd "$WORK"
-    export LAYERS="${LAYERS:-4 8}" VARIANTS="${VARIANTS:-pdl:DS4RT_GPU_PDL=1}"
+    export LAYERS="${LAYERS:-4 8}" VARIANTS="${VARIANTS:-nopdl:DS4RT_GPU_PDL=0}"
     export STEPS="${STEPS:-suite bench}" PROFILE="${PROFILE:-0}" BENCH_ARGS="${BENCH_ARGS:-}"
     export CPU_THREADS="${CPU_THREADS:-16,8}" CPU_VARIANTS="${CPU_VARIANTS:-avx512:DS4RT_CPU_ISA=avx512}"
     export DEADLINE_S="${DEADLINE_S:-0}"
