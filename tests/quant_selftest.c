@@ -201,7 +201,7 @@ static void check_x8(const char *isa, ds4rt_pool *pool1, ds4rt_pool *pool3) {
         float *y_ref = malloc(sizeof(float) * (size_t)(n_tok * rows)), *y = malloc(sizeof(float) * (size_t)(n_tok * rows));
         for (int64_t r = 0; r < rows; r++) random_weights(DS4RT_TYPE_Q8_0, w + r * rb, 1, cols);
         for (int64_t i = 0; i < n_tok * cols; i++) x[i] = rnd_normal() * (i % 97 == 0 ? 40.0f : 1.0f);
-        ds4rt_repack_rows(DS4RT_LAYOUT_Q8_0_X8, w, w8, rows, cols, rb);
+        ds4rt_repack_q8_0_x8(w, w8, rows, cols, rb);
         if (v == 1 && memcmp(w8 + rb - 16, w + rb - 16, 16) != 0) fail(isa, "Q8_0 X8", "row padding not kept");
         const ds4rt_weight wt = {.type = DS4RT_TYPE_Q8_0, .data = w, .rows = rows, .cols = cols, .row_bytes = rb};
         ds4rt_weight w8t = wt;

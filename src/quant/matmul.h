@@ -17,7 +17,7 @@
 
 /* A 2-D weight matrix W[rows][cols] as stored in GGUF (ne0 = cols = in features,
  * ne1 = rows = out features); row r starts at data + r * row_bytes. `layout` (repack.h):
- * DS4RT_LAYOUT_FILE (0) for the file's bytes, else a repacked copy (ds4rt_repack_rows). */
+ * DS4RT_LAYOUT_FILE (0) for the file's bytes, else a repacked copy (ds4rt_repack_q8_0_x8). */
 typedef struct ds4rt_weight {
     uint32_t type;
     const void *data;

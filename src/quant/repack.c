@@ -25,18 +25,14 @@ static void repack_group_x8(const uint8_t *src, uint8_t *dst) {
             for (int m = 0; m < 4; m++) q[32 * k + 4 * j + m] = (uint8_t)(src[34 * j + 2 + 4 * k + m] ^ 0x80u);
 }
 
-void ds4rt_repack_rows(uint32_t layout, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
-                       uint64_t row_bytes) {
+void ds4rt_repack_q8_0_x8(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols, uint64_t row_bytes) {
     const int64_t groups = cols / DS4RT_X8_GROUP_COLS;
     const uint64_t packed = (uint64_t)groups * DS4RT_X8_GROUP_BYTES;
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *s = src + (uint64_t)r * row_bytes;
         uint8_t *d = dst + (uint64_t)r * row_bytes;
-        if (layout != DS4RT_LAYOUT_Q8_0_X8) {
-            memcpy(d, s, row_bytes);
-            continue;
-        }
-        for (int64_t g = 0; g < groups; g++) repack_group_x8(s + g * DS4RT_X8_GROUP_BYTES, d + g * DS4RT_X8_GROUP_BYTES);
+        for (int64_t g = 0; g < groups; g++)
+            repack_group_x8(s + g * DS4RT_X8_GROUP_BYTES, d + g * DS4RT_X8_GROUP_BYTES);
         if (row_bytes > packed) memcpy(d + packed, s + packed, row_bytes - packed);
     }
 }

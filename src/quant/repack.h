@@ -29,10 +29,9 @@ int ds4rt_layout_fits(uint32_t layout, uint32_t type, int64_t cols);
  * if the matrix does not fit it). */
 uint32_t ds4rt_cpu_preferred_layout(uint32_t type, int64_t cols);
 
-/* Rewrites `rows` rows of `cols` columns from the file layout at src into `layout` at dst, row
- * r at r * row_bytes in both (bytes past the packed row are copied as they are). src and dst
- * must not overlap. Requires ds4rt_layout_fits(layout, DS4RT_TYPE_Q8_0, cols). */
-void ds4rt_repack_rows(uint32_t layout, const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols,
-                       uint64_t row_bytes);
+/* Rewrites `rows` Q8_0 rows of `cols` columns from the file layout at src into the X8 layout
+ * at dst, row r at r * row_bytes in both (bytes past the packed row are copied as they are).
+ * src and dst must not overlap. Requires ds4rt_layout_fits(DS4RT_LAYOUT_Q8_0_X8, Q8_0, cols). */
+void ds4rt_repack_q8_0_x8(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols, uint64_t row_bytes);
 
 #endif /* DS4RT_REPACK_H */
