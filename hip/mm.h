@@ -40,6 +40,12 @@ typedef struct ds4rt_gk_weight {
 /* Nonzero if `type` has kernels here (exactly the CPU backend's computable types). */
 int ds4rt_gk_mm_supports(uint32_t type);
 
+/* The smallest pass (token rows) whose Q8_0 products run on the int8 tensor cores
+ * (mm_qm_kernel: NVIDIA, a binary built for sm_80 or later), 0 where they never do. Decided
+ * once per process, from DS4RT_GPU_QM_MIN_N (default 2; 0 turns the path off); the backend
+ * asks once when it opens, before any capture (docs/GPU.md, "Matrix products"). */
+int64_t ds4rt_gk_qm_min_n(void);
+
 /* Bytes of converted activations for n rows of `cols` paired with weight type `type` (0 for an
  * unsupported type). Scratch of at least this size is passed to the launchers below. */
 size_t ds4rt_gk_act_bytes(uint32_t type, int64_t cols, int64_t n);

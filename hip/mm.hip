@@ -26,6 +26,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "gk_internal.h"
 #include "mm.h"
@@ -1029,6 +1030,167 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     }
 }
 
+/* ---------------- Q8_0 products on the int8 tensor cores (NVIDIA sm_80 and later) ----------------
+ * A Q8_0 block term's integer sum I = sum w_q * x_q over 32 elements is exactly one k = 32 step
+ * of the int8 matrix instruction mma.m16n8k32 (s8 x s8 -> s32): one instruction gives the exact
+ * I of 16 weight rows x 8 tokens for one block. Only the f32 part is ordered (docs/QUANTS.md §3:
+ * term (d * xd) * (float)I added to lane b % 8 in increasing b, the 8 lanes summed by the fixed
+ * tree), so warp c of a thread block takes lane class c — blocks c, c + 8, c + 16, ... in
+ * increasing order — and holds the lane-c sum of each of its outputs in registers; at the end
+ * the eight warps' lanes meet in shared memory and reduce8 forms y. Bitwise the CPU's result,
+ * and a token's column never mixes with another's, so batch invariance holds whatever the tile.
+ *
+ * A block of QM_NT threads takes QM_MT x 16 rows and 8 x NTL tokens (grid: row tiles, token
+ * tiles, groups of a grouped product). Each step stages QM_CB blocks of every row in shared
+ * memory with 16-byte loads (the next step's loads issued before this step's arithmetic), and
+ * warp c multiplies blocks c and c + 8 of the step. Fragment layout (PTX ISA, mma.m16n8k32 .s8;
+ * lane = 4 gid + tid): A regs 0..3 = row gid bytes 4 tid.., row gid + 8 bytes 4 tid.., row gid
+ * bytes 16 + 4 tid.., row gid + 8 bytes 16 + 4 tid..; B regs 0, 1 = token gid bytes 4 tid.. and
+ * 16 + 4 tid..; C regs 0..3 = (gid, 2 tid), (gid, 2 tid + 1), (gid + 8, 2 tid), (gid + 8,
+ * 2 tid + 1). The launcher takes this kernel only where the loaded binary has the instruction
+ * (qm_ready); AMD and HIP-CPU keep mm_qt_kernel / mm_q_kernel. */
+#if !defined(DS4RT_HIP_CPU) && !defined(__HIP_PLATFORM_AMD__) && !defined(__HIPCC__)
+#define DS4RT_GK_INT8_MMA 1
+#else
+#define DS4RT_GK_INT8_MMA 0
+#endif
+
+#if DS4RT_GK_INT8_MMA
+#define QM_NT 256   /* 8 warps, warp c = lane class c */
+#define QM_CB 16    /* weight blocks of a row per step: two per warp */
+#define QM_NU 34    /* 16-byte words of a row's step (16 x 34 bytes) */
+#define QM_SPAN 560 /* staged bytes per row: 544 padded so that a fragment load's 8 rows fall in distinct banks */
+#define QM_LS 36    /* row stride (floats) of the lane buffer: the 4 tids of a row in distinct banks */
+static_assert(DS4RT_WARP == 32 && QM_NT == 8 * DS4RT_WARP, "one warp per lane class");
+
+__device__ __forceinline__ void mma_s8_16832(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a, (void)b0, (void)b1;
+    __trap(); /* never launched: qm_ready() checks the binary's architecture */
+#endif
+}
+
+template <int QM_MT, int NTL>
+__global__ void __launch_bounds__(QM_NT) mm_qm_kernel(mm_args a) {
+    constexpr int ROWS = 16 * QM_MT, TOK = 8 * NTL;
+    constexpr int LPT = (ROWS * QM_NU + QM_NT - 1) / QM_NT;
+    constexpr int WBUF = ROWS * QM_SPAN, LBUF = 8 * TOK * QM_LS * 4;
+    __shared__ uint4 smem4[(WBUF > LBUF ? WBUF : LBUF) / 16];
+    uint8_t(*wbuf)[QM_SPAN] = reinterpret_cast<uint8_t(*)[QM_SPAN]>(&smem4[0]);
+    float(*lanes)[TOK][QM_LS] = reinterpret_cast<float(*)[TOK][QM_LS]>(&smem4[0]); /* after the steps */
+    const int tid = (int)threadIdx.x, warp = tid / 32, gid = (tid % 32) / 4, qid = tid % 4;
+    const int64_t row0 = (int64_t)blockIdx.x * ROWS, tok0 = (int64_t)blockIdx.y * TOK;
+    const int nrows = a.rows - row0 < ROWS ? (int)(a.rows - row0) : ROWS;
+    const int ntok = a.n - tok0 < TOK ? (int)(a.n - tok0) : TOK;
+    const int64_t grp = blockIdx.z, boff = grp * a.b_goff, ys = a.y_stride ? a.y_stride : a.rows;
+    const uint8_t *w = a.w + (uint64_t)grp * a.w_gstride;
+    uint4 pre[LPT];
+    UNROLL
+    for (int i = 0; i < LPT; i++) pre[i] = make_uint4(0u, 0u, 0u, 0u);
+    /* word k of a step is word k % QM_NU of row k / QM_NU; a step starts 16-aligned (16 x 34 = 544 bytes) */
+    auto issue = [&](int64_t b0) {
+        const int nblk = a.nb - b0 < QM_CB ? (int)(a.nb - b0) : QM_CB;
+        const int nu = (nblk * 34 + 15) / 16;
+        UNROLL
+        for (int i = 0; i < LPT; i++) {
+            const int k = tid + i * QM_NT, rr = k / QM_NU, u = k % QM_NU;
+            if (rr < nrows && u < nu)
+                pre[i] = *(const uint4 *)(const void *)(w + (uint64_t)(row0 + rr) * a.row_bytes + (uint64_t)b0 * 34 +
+                                                        16 * u);
+        }
+    };
+    issue(0);
+    GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight (gk_internal.h) */
+    float acc[QM_MT][NTL][4];
+    UNROLL
+    for (int m = 0; m < QM_MT; m++)
+        UNROLL
+        for (int j = 0; j < NTL; j++) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    for (int64_t b0 = 0; b0 < a.nb; b0 += QM_CB) {
+        const int nblk = a.nb - b0 < QM_CB ? (int)(a.nb - b0) : QM_CB;
+        __syncthreads(); /* the previous step's weights are consumed */
+        UNROLL
+        for (int i = 0; i < LPT; i++) {
+            const int k = tid + i * QM_NT, rr = k / QM_NU, u = k % QM_NU;
+            if (k < ROWS * QM_NU) *(uint4 *)(void *)&wbuf[rr][16 * u] = pre[i];
+        }
+        __syncthreads();
+        if (b0 + QM_CB < a.nb) issue(b0 + QM_CB);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const int p = warp + 8 * h; /* this warp's block of the step: lane class `warp`, increasing */
+            if (p >= nblk) break;       /* uniform over the warp */
+            const int64_t b = boff + b0 + p;
+            uint32_t bx[NTL][2];
+            float xd[NTL][2];
+            UNROLL
+            for (int j = 0; j < NTL; j++) {
+                const int tb = 8 * j + gid, tc = 8 * j + 2 * qid; /* B column gid; C columns 2 qid, 2 qid + 1 */
+                bx[j][0] = bx[j][1] = 0u;
+                if (tb < ntok) {
+                    const uint8_t *xq = a.act + (size_t)(tok0 + tb) * a.stride + b * 32 + 4 * qid;
+                    bx[j][0] = *(const uint32_t *)(const void *)xq;
+                    bx[j][1] = *(const uint32_t *)(const void *)(xq + 16);
+                }
+                UNROLL
+                for (int e = 0; e < 2; e++)
+                    xd[j][e] = tc + e < ntok ? ((const float *)(const void *)(a.act + (size_t)(tok0 + tc + e) * a.stride +
+                                                                               a.d_off))[b]
+                                             : 0.0f;
+            }
+            UNROLL
+            for (int m = 0; m < QM_MT; m++) {
+                const uint8_t *pa = &wbuf[16 * m + gid][p * 34], *pb = &wbuf[16 * m + gid + 8][p * 34];
+                uint32_t af[4];
+                if (p & 1) { /* 34 p + 2 is 4-aligned for odd p */
+                    af[0] = rd32a(pa + 2 + 4 * qid), af[1] = rd32a(pb + 2 + 4 * qid);
+                    af[2] = rd32a(pa + 18 + 4 * qid), af[3] = rd32a(pb + 18 + 4 * qid);
+                } else {
+                    af[0] = rd32h(pa + 2 + 4 * qid), af[1] = rd32h(pb + 2 + 4 * qid);
+                    af[2] = rd32h(pa + 18 + 4 * qid), af[3] = rd32h(pb + 18 + 4 * qid);
+                }
+                const float da = h2f(rd16(pa)), db = h2f(rd16(pb));
+                UNROLL
+                for (int j = 0; j < NTL; j++) {
+                    int c[4] = {0, 0, 0, 0};
+                    mma_s8_16832(c, af, bx[j][0], bx[j][1]);
+                    acc[m][j][0] = fadd(acc[m][j][0], fmul(fmul(da, xd[j][0]), (float)c[0]));
+                    acc[m][j][1] = fadd(acc[m][j][1], fmul(fmul(da, xd[j][1]), (float)c[1]));
+                    acc[m][j][2] = fadd(acc[m][j][2], fmul(fmul(db, xd[j][0]), (float)c[2]));
+                    acc[m][j][3] = fadd(acc[m][j][3], fmul(fmul(db, xd[j][1]), (float)c[3]));
+                }
+            }
+        }
+    }
+    __syncthreads(); /* the staging buffer becomes the lane buffer */
+    UNROLL
+    for (int m = 0; m < QM_MT; m++)
+        UNROLL
+        for (int j = 0; j < NTL; j++) {
+            const int r = 16 * m + gid, tc = 8 * j + 2 * qid;
+            lanes[warp][tc][r] = acc[m][j][0];
+            lanes[warp][tc + 1][r] = acc[m][j][1];
+            lanes[warp][tc][r + 8] = acc[m][j][2];
+            lanes[warp][tc + 1][r + 8] = acc[m][j][3];
+        }
+    __syncthreads();
+    float *y = a.y + grp * a.rows;
+    for (int k = tid; k < ROWS * TOK; k += QM_NT) { /* the fixed reduction of the 8 lanes */
+        const int r = k % ROWS, t = k / ROWS;
+        if (r < nrows && t < ntok) {
+            float l[8];
+            UNROLL
+            for (int c = 0; c < 8; c++) l[c] = lanes[c][t][r];
+            y[(tok0 + t) * ys + row0 + r] = reduce8(l);
+        }
+    }
+}
+#endif /* DS4RT_GK_INT8_MMA */
+
 /* ---------------- float products ----------------
  * Thread (q, rg, g) holds lanes 4q..4q+3 of FRT rows for the TT tokens of token group g: each
  * activation load serves FRT rows and each weight load TT tokens, which keeps the L1 traffic of
@@ -1683,6 +1845,47 @@ static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t g
     hipLaunchKernelGGL(k, dim3((unsigned)((a.rows + rows_per - 1) / rows_per), groups), dim3(QT_NT), 0, s, a);
 }
 
+#if DS4RT_GK_INT8_MMA
+extern "C" int64_t ds4rt_gk_qm_min_n(void) {
+    static const int64_t decided = [] {
+        cudaFuncAttributes fa;
+        if (cudaFuncGetAttributes(&fa, mm_qm_kernel<1, 1>) != cudaSuccess || fa.binaryVersion < 80) {
+            (void)cudaGetLastError();
+            return (int64_t)0;
+        }
+        const char *env = getenv("DS4RT_GPU_QM_MIN_N");
+        return env != NULL && env[0] != '\0' ? (int64_t)strtoll(env, NULL, 10) : (int64_t)2;
+    }();
+    return decided;
+}
+
+/* Whether a product of n token rows takes mm_qm_kernel: Q8_0 on 16-byte aligned rows. */
+static bool qm_takes(const ds4rt_gk_weight *w, int64_t n) {
+    const int64_t m = ds4rt_gk_qm_min_n();
+    return m > 0 && n >= m && w->type == T_Q8_0 && ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0;
+}
+
+template <int QM_MT>
+static mm_kernel_fn pick_qm_mt(int ntl) {
+    return ntl == 1 ? mm_qm_kernel<QM_MT, 1> : ntl == 2 ? mm_qm_kernel<QM_MT, 2> : mm_qm_kernel<QM_MT, 4>;
+}
+
+/* mm_qm_kernel over n token rows (tiles of 8, 16 or 32), `groups` grid layers of a.rows rows.
+ * Matrices of few rows take 16 rows per block, so that more SMs share them. */
+static int launch_qm(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t groups, hipStream_t s, const char *what) {
+    a.nb = w->cols / 32;
+    const int ntl = n <= 8 ? 1 : n <= 16 ? 2 : 4;
+    const int mt = a.rows >= 8192 ? 2 : 1;
+    const int64_t gy = (n + 8 * ntl - 1) / (8 * ntl);
+    if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n);
+    const dim3 grid((unsigned)((a.rows + 16 * mt - 1) / (16 * mt)), (unsigned)gy, groups);
+    hipLaunchKernelGGL(mt == 2 ? pick_qm_mt<2>(ntl) : pick_qm_mt<1>(ntl), grid, dim3(QM_NT), 0, s, a);
+    return ds4rt_gk_check(hipGetLastError(), what);
+}
+#else
+extern "C" int64_t ds4rt_gk_qm_min_n(void) { return 0; }
+#endif
+
 /* Whether a dense product of n float rows takes mm_qt_kernel's fused form: a Q8_0-activation
  * type on aligned rows, n <= QT_FX_TOK, and the blocks' repeated activation reads (each block
  * reads all n rows) within QT_FX_L2_BYTES, so the LM head and the 8192-column projections keep
@@ -1708,6 +1911,9 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
     a.rows = w->rows;
     const bool aligned = ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0 &&
                          (!EXPERTS || (a.expert_stride & 15) == 0);
+#if DS4RT_GK_INT8_MMA
+    if (!EXPERTS && qm_takes(w, n_grid_rows)) return launch_qm(w, a, n_grid_rows, 1, s, what); /* verify, prefill */
+#endif
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
         launch_qt(w, a, n_grid_rows, 1, false, s);
     } else if (EXPERTS && aligned && w->type == T_IQ2_XXS) {
@@ -1779,7 +1985,11 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     if (st != DS4RT_GK_OK) return st;
     if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
     /* the fused form reads x with 16-byte loads: an unaligned view takes the conversion */
-    if (n > 0 && d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && qt_fused(w, n)) {
+    bool fused = n > 0 && d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && qt_fused(w, n);
+#if DS4RT_GK_INT8_MMA
+    fused = fused && !qm_takes(w, n); /* the tensor-core product takes converted activations */
+#endif
+    if (fused) {
         mm_args a = {};
         a.w = (const uint8_t *)w->d_data;
         a.act = (const uint8_t *)d_x;
@@ -1828,6 +2038,9 @@ extern "C" int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_
     a.w_gstride = (uint64_t)a.rows * w->row_bytes;
     a.b_goff = w->cols / 32;
     a.y_stride = w->rows;
+#if DS4RT_GK_INT8_MMA
+    if (qm_takes(w, n)) return launch_qm(w, a, n, n_groups, (hipStream_t)stream, "matmul_grouped");
+#endif
     launch_qt(w, a, n, n_groups, false, (hipStream_t)stream);
     return ds4rt_gk_check(hipGetLastError(), "matmul_grouped");
 }

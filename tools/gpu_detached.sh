@@ -26,6 +26,8 @@
 #      the machine's CPU at CPU_THREADS (default "16,8"), with ds4rt's CPU path forced to avx512
 #      as a variant (CPU_VARIANTS), into cpu_peer.json;
 #   6. with PROFILE=1, Nsight Compute's per-kernel table of one decode (kernels_n1.json).
+# With AFTER set to a path, steps 4-6 wait until it exists (e.g. another detached job's rc
+# file, so that the benchmarks run on an idle GPU while the suite and builds overlap that job).
 # STEPS (default "suite bench") picks steps 2's suite, 4 and 5; the build always runs. With
 # DEADLINE_S set, steps 5 and 6 start only while at least 180 s are left before it (the
 # session's device time), so the job ends with its results rather than being cut off.
@@ -65,7 +67,7 @@ start)
     export LAYERS="${LAYERS:-4 8}" VARIANTS="${VARIANTS:-nopdl:DS4RT_GPU_PDL=0}"
     export STEPS="${STEPS:-suite bench}" PROFILE="${PROFILE:-0}" BENCH_ARGS="${BENCH_ARGS:-}"
     export CPU_THREADS="${CPU_THREADS:-16,8}" CPU_VARIANTS="${CPU_VARIANTS:-avx512:DS4RT_CPU_ISA=avx512}"
-    export DEADLINE_S="${DEADLINE_S:-0}"
+    export DEADLINE_S="${DEADLINE_S:-0}" AFTER="${AFTER:-}"
     setsid bash src/tools/gpu_detached.sh job </dev/null >job.log 2>&1 &
   )
   echo "started in $WORK"
@@ -129,6 +131,11 @@ job)
   done
   say "real-width files: $files"
   wait
+  if [ -n "${AFTER:-}" ]; then
+    say "waiting for $AFTER"
+    until [ -e "$AFTER" ]; do sleep 5; done
+    say "$AFTER exists"
+  fi
   if [ -n "$peer" ] && [ "$(cat peer.rc 2>/dev/null)" != 0 ]; then
     say "llama.cpp peer build failed (out/peer_build.log)"
     peer=

@@ -18,7 +18,8 @@
 # (on the CPU, while the GPU trains; the build tools come as wheels in .trainwhl/build/) and,
 # once both models are trained, measures the new pair in ds4rt (tools/train/eval_ds4rt.py):
 # DSpark acceptance on the held-out prompts, and plain / DSpark-adaptive / DSpark-always speed
-# on the GPU backend and on the CPU backend with all cores: eval_cuda.json, eval_cpu.json.
+# on the GPU backend and on the CPU backend with all cores: eval_cuda.json, eval_cpu.json
+# (EVAL_BACKENDS="cuda cpu" by default; name one to measure only there).
 set -euo pipefail
 WORK=${WORK:-/tmp/ds4rt-detached}
 DATA=${DATA:-.traindata}
@@ -100,10 +101,14 @@ job)
       export PYTHONPATH="$WORK/ds4rt-py"
       pair=(--target "${TARGET:-run/target/target.gguf}" --support out/support.gguf --data .traindata)
       skip=(tokenizer perplexity agreement samples)
-      python3 tools/train/eval_ds4rt.py "${pair[@]}" --backend cuda --threads "$(nproc)" \
-        --workers "$jobs" --skip "${skip[@]}" >out/eval_cuda.json 2>>out/build.log || rc=$?
-      python3 tools/train/eval_ds4rt.py "${pair[@]}" --backend cpu --threads "$(nproc)" \
-        --repeats 2 --skip "${skip[@]}" acceptance >out/eval_cpu.json 2>>out/build.log || rc=$?
+      if [[ " ${EVAL_BACKENDS:-cuda cpu} " == *" cuda "* ]]; then
+        python3 tools/train/eval_ds4rt.py "${pair[@]}" --backend cuda --threads "$(nproc)" \
+          --workers "$jobs" --skip "${skip[@]}" >out/eval_cuda.json 2>>out/build.log || rc=$?
+      fi
+      if [[ " ${EVAL_BACKENDS:-cuda cpu} " == *" cpu "* ]]; then
+        python3 tools/train/eval_ds4rt.py "${pair[@]}" --backend cpu --threads "$(nproc)" \
+          --repeats 2 --skip "${skip[@]}" acceptance >out/eval_cpu.json 2>>out/build.log || rc=$?
+      fi
     else
       echo "ds4rt's CUDA build failed: no measurement (out/build.log)"
       rc=3

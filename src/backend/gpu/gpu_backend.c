@@ -13,6 +13,9 @@
 #include "gpu_internal.h"
 #include "gpu_ops.h"
 #include "qtypes.h"
+#ifdef DS4RT_GPU_HAVE_MM
+#include "mm.h"
+#endif
 
 /* ---- capability ---------------------------------------------------------------------------- */
 
@@ -97,6 +100,9 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
         return ds4rt_fail(DS4RT_ERR_BACKEND, "GPU device %d does not exist (%d visible)", device, n);
     GK(ds4rt_gk_set_device(device), "select device");
     (void)ds4rt_gk_pdl_configure(device); /* before the first launch (docs/GPU.md) */
+#ifdef DS4RT_GPU_HAVE_MM
+    (void)ds4rt_gk_qm_min_n(); /* decided once, before any graph capture (hip/mm.h) */
+#endif
     ds4rt_backend *be = calloc(1, sizeof *be);
     gpu_impl *g = calloc(1, sizeof *g);
     if (be == NULL || g == NULL) {
