@@ -8,9 +8,10 @@
  *   - y of a batch of 17 tokens is bitwise equal to the scalar path's;
  *   - y[t] is bitwise equal whether computed alone (n_tok = 1) or in batches of 2..17, and with
  *     1 or 3 threads (row-wise batch invariance);
- *   - odd shapes (1 row, 37 rows, several column counts) agree as well.
+ *   - odd shapes (1 row, 6 rows, 37 rows, several column counts) agree as well, including the
+ *     short rows that the whole-row kernels take (kernels.h, ds4rt_rows_fn).
  * Q8_0 weights repacked into the X8 layout (repack.h) are checked the same way against the scalar
- * path on the file's bytes. Also checks dequantised-weight * rounded-activation in float64 against the kernel (<= 1e-5
+ * path on the file's bytes, also for rows that end with a half group. Also checks dequantised-weight * rounded-activation in float64 against the kernel (<= 1e-5
  * relative to the row's sum of |terms|). Prints one line per path and type; exit status 1 on any
  * failure, 0 otherwise.
  */
@@ -100,21 +101,25 @@ static const uint32_t types[] = {DS4RT_TYPE_F32,  DS4RT_TYPE_F16,  DS4RT_TYPE_BF
                                  DS4RT_TYPE_Q4_0, DS4RT_TYPE_MXFP4, DS4RT_TYPE_Q2_K, DS4RT_TYPE_Q4_K,
                                  DS4RT_TYPE_Q5_K, DS4RT_TYPE_Q6_K, DS4RT_TYPE_IQ2_XXS};
 
-/* Column counts to try: block multiples that leave remainders in every kernel's loops. */
+/* Column counts to try: block multiples that leave remainders in every kernel's loops.
+ * Variant 2 is wide enough that 16 tokens split the columns into chunks (matmul.c); variants 3
+ * and 4 have the short rows, multiples of 32 columns, that the whole-row kernels take (kernels.h):
+ * all 17 tokens at once, resp. the sub-batches of up to 6 tokens, 6 rows resp. 37. */
+#define N_VARIANTS 5
 static int64_t pick_cols(uint32_t type, int variant) {
     int ok;
     const uint32_t at = ds4rt_act_type_for(type, &ok);
-    /* variant 2 is wide enough that 16 tokens split the columns into chunks (matmul.c) */
-    if (at == DS4RT_TYPE_Q8_K) return variant == 0 ? 256 * 9 : variant == 1 ? 256 : 256 * 13;
-    if (at == DS4RT_TYPE_Q8_0) return variant == 0 ? 32 * 27 : variant == 1 ? 32 : 32 * 75;
-    return variant == 0 ? 1000 : variant == 1 ? 7 : 1000 + 64;
+    static const int64_t q8_k[N_VARIANTS] = {256 * 9, 256, 256 * 13, 256, 256 * 3};
+    static const int64_t q8_0[N_VARIANTS] = {32 * 27, 32, 32 * 75, 256, 32 * 24};
+    static const int64_t f32[N_VARIANTS] = {1000, 7, 1000 + 64, 128, 1024};
+    return at == DS4RT_TYPE_Q8_K ? q8_k[variant] : at == DS4RT_TYPE_Q8_0 ? q8_0[variant] : f32[variant];
 }
 
 static void check_type(const char *isa, uint32_t type, ds4rt_pool *pool1, ds4rt_pool *pool3) {
     const char *tname = ds4rt_type_lookup(type)->name;
-    for (int variant = 0; variant < 3; variant++) {
+    for (int variant = 0; variant < N_VARIANTS; variant++) {
         const int64_t cols = pick_cols(type, variant);
-        const int64_t rows = variant == 1 ? 1 : 37;
+        const int64_t rows = variant == 1 ? 1 : variant == 3 ? 6 : 37;
         const int64_t n_tok = 17;
         uint64_t rb;
         ds4rt_type_row_bytes(type, cols, &rb);
@@ -192,9 +197,11 @@ static void check_type(const char *isa, uint32_t type, ds4rt_pool *pool1, ds4rt_
  * beside file-layout jobs; rows padded past their blocks keep their padding; a layout that
  * does not fit the columns is refused. */
 static void check_x8(const char *isa, ds4rt_pool *pool1, ds4rt_pool *pool3) {
-    static const int64_t col_list[] = {256, 256 * 9, 256 * 13};
+    /* 128 and 256 * 3 + 128: rows that end with a half group (repack.h) */
+    static const int64_t col_list[] = {256, 256 * 9, 256 * 13, 128, 256 * 3 + 128};
+    static const int64_t row_list[] = {1, 37, 37, 37, 6};
     for (size_t v = 0; v < sizeof col_list / sizeof col_list[0]; v++) {
-        const int64_t cols = col_list[v], rows = v == 0 ? 1 : 37, n_tok = 17;
+        const int64_t cols = col_list[v], rows = row_list[v], n_tok = 17;
         const uint64_t rb = (uint64_t)cols / 32 * 34 + (v == 1 ? 16 : 0); /* v == 1: padded rows */
         uint8_t *w = malloc((size_t)(rb * rows)), *w8 = malloc((size_t)(rb * rows));
         float *x = malloc(sizeof(float) * (size_t)(n_tok * cols));
@@ -236,7 +243,7 @@ static void check_x8(const char *isa, ds4rt_pool *pool1, ds4rt_pool *pool3) {
         free(y_ref);
         free(y);
     }
-    /* 32 * 9 columns: not whole groups of 8 blocks */
+    /* 32 * 9 columns: not whole groups of 8 blocks, nor a half group of 4 */
     uint8_t blk[9 * 34] = {0};
     float x[288] = {0}, y1;
     const ds4rt_weight bad = {.type = DS4RT_TYPE_Q8_0, .data = blk, .rows = 1, .cols = 288, .row_bytes = 9 * 34,

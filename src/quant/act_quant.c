@@ -129,7 +129,8 @@ static void quantize_q8_K(const float *x, int64_t n, int8_t *q, float *d, int16_
     }
 }
 
-/* The Q8_0 row, then each 256-column group's quants interleaved as the X8 weights' are and
+/* The Q8_0 row, then each 256-column group's (and a last half group's) quants interleaved as
+ * the X8 weights' are and
  * each block's sum turned into the bias correction -128 * sum (kernels.h). */
 static void quantize_q8_0_x8(const ds4rt_act *a, int64_t t, const float *x) {
     ds4rt_act q = *a;
@@ -137,11 +138,12 @@ static void quantize_q8_0_x8(const ds4rt_act *a, int64_t t, const float *x) {
     ds4rt_act_quantize_row(&q, t, x);
     uint8_t *row = a->base + (size_t)t * a->stride;
     int32_t *sums = (int32_t *)(void *)(row + a->s_off);
-    for (int64_t g = 0; g < a->cols / DS4RT_X8_GROUP_COLS; g++) {
-        uint8_t *qs = row + g * DS4RT_X8_GROUP_COLS, plain[DS4RT_X8_GROUP_COLS];
-        memcpy(plain, qs, sizeof plain);
+    for (int64_t c = 0; c < a->cols; c += DS4RT_X8_GROUP_COLS) {
+        const int nb = a->cols - c < DS4RT_X8_GROUP_COLS ? 4 : 8; /* a half group at the end */
+        uint8_t *qs = row + c, plain[DS4RT_X8_GROUP_COLS];
+        memcpy(plain, qs, (size_t)nb * DS4RT_QK0);
         for (int k = 0; k < 8; k++)
-            for (int j = 0; j < 8; j++) memcpy(qs + 32 * k + 4 * j, plain + 32 * j + 4 * k, 4);
+            for (int j = 0; j < nb; j++) memcpy(qs + 4 * nb * k + 4 * j, plain + 32 * j + 4 * k, 4);
     }
     for (int64_t b = 0; b < a->cols / DS4RT_QK0; b++) sums[b] *= -128;
 }

@@ -29,6 +29,16 @@
 typedef void (*ds4rt_dot_fn)(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok,
                              int64_t k0, int64_t k1, float *lanes, int64_t lane_stride);
 
+/* Whole rows: for r < n_rows and t < n_tok, y[t * y_stride + r] = the product of row r (at
+ * w + r * row_bytes) and activation row t0 + t over all the columns, as the lane sums of the
+ * dot kernels followed by ds4rt_reduce8 / ds4rt_reduce32: bitwise their result. A kernel
+ * multiplies several rows and tokens per call, keeping its lanes in registers, which pays where
+ * rows are short (a 256-column row is one X8 group: the per-call cost of a dot kernel was most
+ * of its time). The driver calls one when a row's columns fit one chunk and are a multiple of
+ * 32; 1 <= n_tok <= 16. */
+typedef void (*ds4rt_rows_fn)(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act,
+                              int64_t t0, int64_t n_tok, float *y, int64_t y_stride);
+
 /* Number of lanes of a weight type's kernels: DS4RT_FLANES for F32/F16/BF16, else DS4RT_QLANES. */
 static inline int ds4rt_lanes_for(uint32_t wtype) {
     return wtype == DS4RT_TYPE_F32 || wtype == DS4RT_TYPE_F16 || wtype == DS4RT_TYPE_BF16 ? DS4RT_FLANES
@@ -43,6 +53,10 @@ typedef struct ds4rt_cpu_kernels {
      * stay computable when another is forced. */
     ds4rt_dot_fn dot_q8_0_x8;
     uint32_t q8_0_layout; /* the layout this path wants Q8_0 weights in (repack.h) */
+    /* Whole-row kernels (ds4rt_rows_fn) by weight type and for X8 rows; NULL: the driver uses
+     * the dot kernel. */
+    ds4rt_rows_fn rows[DS4RT_TYPE_COUNT];
+    ds4rt_rows_fn rows_q8_0_x8;
     /* Converts activation row t of `a` from x bitwise as act_quant.c's portable code does and
      * returns 1, or returns 0 for a type it leaves to that code; NULL: always the portable one. */
     int (*act_row)(const ds4rt_act *a, int64_t t, const float *x);
@@ -59,6 +73,8 @@ extern const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni;
 /* kernels_avx512_vnni.c: the X8 kernel with AVX-512 VNNI's 4-byte dot products */
 void ds4rt_dot_q8_0_x8_vnni(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok, int64_t k0,
                             int64_t k1, float *lanes, int64_t lane_stride);
+void ds4rt_rows_q8_0_x8_vnni(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act,
+                             int64_t t0, int64_t n_tok, float *y, int64_t y_stride);
 int ds4rt_act_row_avx2(const ds4rt_act *a, int64_t t, const float *x); /* act_quant_avx2.c */
 #endif
 #if defined(__aarch64__)

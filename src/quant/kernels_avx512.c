@@ -72,6 +72,57 @@ DEF_FLOAT_DOT(f32, 4, load16_f32, scalar_f32)
 DEF_FLOAT_DOT(f16, 2, load16_f16, ds4rt_rd_f16)
 DEF_FLOAT_DOT(bf16, 2, load16_bf16, scalar_bf16)
 
+/* Whole float rows (kernels.h, ds4rt_rows_fn; cols a multiple of 32): R rows rs bytes apart x T tokens
+ * (R * T <= 4) with the 32 lanes of each in two registers from +0, so a weight vector is
+ * converted once for T tokens and R * T * 2 addition chains overlap; then ds4rt_reduce32's
+ * additions: lanes k, k+8, k+16, k+24 to 8 lanes, and those by reduce8x4.
+ * kind: 0 = F32, 1 = F16, 2 = BF16. */
+ALWAYS_INLINE __m512 load16_w(int kind, const uint8_t *p) {
+    return kind == 0 ? load16_f32(p) : kind == 1 ? load16_f16(p) : load16_bf16(p);
+}
+
+ALWAYS_INLINE __m256 hi256_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+ALWAYS_INLINE void rows_tile_float(int kind, const uint8_t *w, int64_t rs, const int R, const ds4rt_act *a,
+                                   int64_t t0, const int T, float *y, int64_t ys, int64_t yrs) {
+    const int64_t esz = kind == 0 ? 4 : 2, cols = a->cols;
+    const float *x[4];
+    __m512 c0[4], c1[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) x[t] = ds4rt_act_f32(a, t0 + t);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < cols; i += 32) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512 w0 = load16_w(kind, w + r * rs + esz * i), w1 = load16_w(kind, w + r * rs + esz * (i + 16));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                c0[r * T + t] = _mm512_add_ps(c0[r * T + t], _mm512_mul_ps(w0, _mm512_loadu_ps(x[t] + i)));
+                c1[r * T + t] = _mm512_add_ps(c1[r * T + t], _mm512_mul_ps(w1, _mm512_loadu_ps(x[t] + i + 16)));
+            }
+        }
+    }
+    __m256 v[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        v[i] = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(c0[i]), hi256_ps(c0[i])),
+                             _mm256_add_ps(_mm512_castps512_ps256(c1[i]), hi256_ps(c1[i])));
+    rows_store(reduce8x4(v[0], v[1], v[2], v[3]), R, T, y, ys, yrs);
+}
+
+#define DEF_FLOAT_ROWS(name)                                                                         \
+    static void rows_##name(const uint8_t *w, uint64_t rb, int64_t nr, const ds4rt_act *a, int64_t t0, \
+                            int64_t nt, float *y, int64_t ys) {                                      \
+        ROWS_LOOP(TILE_##name);                                                                      \
+    }
+#define TILE_f32(wr, rs, R, t, T, yr, yrs) rows_tile_float(0, wr, (int64_t)(rs), R, a, t, T, yr, ys, yrs)
+#define TILE_f16(wr, rs, R, t, T, yr, yrs) rows_tile_float(1, wr, (int64_t)(rs), R, a, t, T, yr, ys, yrs)
+#define TILE_bf16(wr, rs, R, t, T, yr, yrs) rows_tile_float(2, wr, (int64_t)(rs), R, a, t, T, yr, ys, yrs)
+DEF_FLOAT_ROWS(f32)
+DEF_FLOAT_ROWS(f16)
+DEF_FLOAT_ROWS(bf16)
+
 /* ================= 32-element blocks, Q8_0 activations ================= */
 
 ALWAYS_INLINE void tile_blk32(int kind, size_t bsz, const uint8_t *w, const ds4rt_act *a, int64_t t0, int T,
@@ -409,9 +460,12 @@ DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
         [DS4RT_TYPE_Q6_K] = dot_q6_K, [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,                           \
     }
 
+#define AVX512_ROWS {[DS4RT_TYPE_F32] = rows_f32, [DS4RT_TYPE_F16] = rows_f16, [DS4RT_TYPE_BF16] = rows_bf16}
+
 const ds4rt_cpu_kernels ds4rt_kernels_avx512 = {
     .name = "avx512",
     .dot = AVX512_DOTS,
+    .rows = AVX512_ROWS,
     .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_portable,
     .act_row = ds4rt_act_row_avx2, /* the AVX2 build of it (act_quant_avx2.c), also here */
 };
@@ -421,5 +475,7 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni = {
     .dot = AVX512_DOTS,
     .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_vnni,
     .q8_0_layout = DS4RT_LAYOUT_Q8_0_X8,
+    .rows = AVX512_ROWS,
+    .rows_q8_0_x8 = ds4rt_rows_q8_0_x8_vnni,
     .act_row = ds4rt_act_row_avx2,
 };

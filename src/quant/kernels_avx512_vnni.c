@@ -13,14 +13,31 @@
  * instruction per 4 bytes instead of sign fix-up, byte and word multiply-adds and a horizontal
  * sum of 8 lanes.
  */
-#include <immintrin.h>
-
-#include "kernels.h"
 #include "repack.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "simd_avx2.h"
 
 ALWAYS_INLINE __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* The terms of the half group that ends a row of 256 G + 128 columns (repack.h), for lanes
+ * 0..3: the same sums with 128-bit dot products; wg and xg point at the half group, xd and xb
+ * at its 4 blocks' activation scales and corrections. */
+ALWAYS_INLINE __m128 half_x8(const uint8_t *wg, const int8_t *xg, const float *xd, const int32_t *xb) {
+    const __m128 wd = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)wg));
+    __m128i s0 = _mm_loadu_si128((const __m128i *)(const void *)xb), s1 = _mm_setzero_si128();
+#pragma GCC unroll 4
+    for (int k = 0; k < 8; k += 2) {
+        s0 = _mm_dpbusd_epi32(s0, _mm_loadu_si128((const __m128i *)(const void *)(wg + 8 + 16 * k)),
+                              _mm_loadu_si128((const __m128i *)(const void *)(xg + 16 * k)));
+        s1 = _mm_dpbusd_epi32(s1, _mm_loadu_si128((const __m128i *)(const void *)(wg + 24 + 16 * k)),
+                              _mm_loadu_si128((const __m128i *)(const void *)(xg + 16 * k + 16)));
+    }
+    return _mm_mul_ps(_mm_mul_ps(wd, _mm_loadu_ps(xd)), _mm_cvtepi32_ps(_mm_add_epi32(s0, s1)));
+}
+
+/* acc + the half group's terms in lanes 0..3; lanes 4..7 untouched. */
+ALWAYS_INLINE __m256 add_half(__m256 acc, __m128 terms) {
+    return _mm256_mask_add_ps(acc, 0x0f, acc, _mm256_castps128_ps256(terms));
+}
 
 /* T tokens (1..4, a constant after inlining): each token's 8 dot products in two independent
  * chains, so that the instruction's latency does not serialise one token's group. The loops
@@ -65,6 +82,13 @@ ALWAYS_INLINE void tile_x8(const uint8_t *w, const ds4rt_act *a, int64_t t0, con
             acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(ds, s));
         }
     }
+    if (k1 % DS4RT_X8_GROUP_COLS != 0) { /* k1 = cols: the half group */
+        const int64_t g = k1 / DS4RT_X8_GROUP_COLS;
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++)
+            acc[t] = add_half(acc[t], half_x8(w + g * DS4RT_X8_GROUP_BYTES, xq[t] + g * DS4RT_X8_GROUP_COLS,
+                                              xd[t] + 8 * g, xb[t] + 8 * g));
+    }
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) _mm256_storeu_ps(lanes + t * ls, acc[t]);
 }
@@ -77,4 +101,76 @@ void ds4rt_dot_q8_0_x8_vnni(const uint8_t *w, const ds4rt_act *a, int64_t t0, in
     case 3: tile_x8(w, a, t0, 3, k0, k1, lanes, ls); break;
     default: tile_x8(w, a, t0, 4, k0, k1, lanes, ls); break;
     }
+}
+
+/* Whole X8 rows (kernels.h, ds4rt_rows_fn): R rows rs bytes apart x T tokens (R * T <= 4,
+ * constants after inlining) over all `groups` groups, the same sums as tile_x8 with the lanes kept in
+ * registers from +0, then reduced in the fixed order straight into y. */
+ALWAYS_INLINE void rows_tile_x8(const uint8_t *w, int64_t rs, const int R, const ds4rt_act *a, int64_t t0,
+                                const int T, int64_t groups, float *y, int64_t ys, int64_t yrs) {
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xb[4];
+    __m256 acc[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        xq[t] = ds4rt_act_qs(a, t0 + t);
+        xd[t] = ds4rt_act_d(a, t0 + t);
+        xb[t] = ds4rt_act_sum32(a, t0 + t);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        __m256 wd[4];
+        __m256i s0[4], s1[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            wd[r] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(w + r * rs + g * DS4RT_X8_GROUP_BYTES)));
+#pragma GCC unroll 4
+        for (int i = 0; i < R * T; i++) {
+            s0[i] = load256(xb[i % T] + 8 * g);
+            s1[i] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 8; k += 2) {
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const uint8_t *wg = w + r * rs + g * DS4RT_X8_GROUP_BYTES;
+                const __m256i w0 = load256(wg + 16 + 32 * k), w1 = load256(wg + 48 + 32 * k);
+#pragma GCC unroll 4
+                for (int t = 0; t < T; t++) {
+                    const int8_t *x = xq[t] + g * DS4RT_X8_GROUP_COLS + 32 * k;
+                    s0[r * T + t] = _mm256_dpbusd_epi32(s0[r * T + t], w0, load256(x));
+                    s1[r * T + t] = _mm256_dpbusd_epi32(s1[r * T + t], w1, load256(x + 32));
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                const __m256 ds = _mm256_mul_ps(wd[r], _mm256_loadu_ps(xd[t] + 8 * g));
+                const __m256 sum = _mm256_cvtepi32_ps(_mm256_add_epi32(s0[r * T + t], s1[r * T + t]));
+                acc[r * T + t] = _mm256_add_ps(acc[r * T + t], _mm256_mul_ps(ds, sum));
+            }
+    }
+    if (a->cols % DS4RT_X8_GROUP_COLS != 0) {
+        const int64_t g = groups;
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++)
+                acc[r * T + t] = add_half(acc[r * T + t], half_x8(w + r * rs + g * DS4RT_X8_GROUP_BYTES,
+                                                                  xq[t] + g * DS4RT_X8_GROUP_COLS, xd[t] + 8 * g,
+                                                                  xb[t] + 8 * g));
+    }
+    rows_store(reduce8x4(acc[0], acc[1], acc[2], acc[3]), R, T, y, ys, yrs);
+}
+
+#define TILE_X8(wr, rs, R, t, T, yr, yrs) rows_tile_x8(wr, (int64_t)(rs), R, a, t, T, groups, yr, ys, yrs)
+
+void ds4rt_rows_q8_0_x8_vnni(const uint8_t *w, uint64_t rb, int64_t nr, const ds4rt_act *a, int64_t t0, int64_t nt,
+                             float *y, int64_t ys) {
+    const int64_t groups = a->cols / DS4RT_X8_GROUP_COLS;
+    ROWS_LOOP(TILE_X8);
 }

@@ -56,19 +56,22 @@ static void acc_q8_0(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0
 }
 
 /* X8 layout (repack.h): group g holds blocks 8g..8g+7, block j's quants at bytes 32k + 4j + m
- * of the group's quant area, biased by +128; the activation row is interleaved the same way
+ * of the group's quant area (16k + 4j + m in a last half group of 4 blocks), biased by +128; the activation row is interleaved the same way
  * and carries -128 * (block quant sum), so the integer sum is exactly the file layout's. */
 static void acc_q8_0_x8(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
     const int32_t *bias = ds4rt_act_sum32(a, t);
-    for (int64_t g = k0 / DS4RT_X8_GROUP_COLS; g < k1 / DS4RT_X8_GROUP_COLS; g++) {
+    /* whole groups, then the half group of a row of 256 G + 128 columns (k1 = cols) */
+    for (int64_t g = k0 / DS4RT_X8_GROUP_COLS; g * DS4RT_X8_GROUP_COLS < k1; g++) {
+        const int nb = k1 - g * DS4RT_X8_GROUP_COLS < DS4RT_X8_GROUP_COLS ? 4 : 8;
         const uint8_t *wg = w + g * DS4RT_X8_GROUP_BYTES;
         const int8_t *xg = xq + g * DS4RT_X8_GROUP_COLS;
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < nb; j++) {
             int32_t isum = bias[8 * g + j];
             for (int k = 0; k < 8; k++)
-                for (int m = 0; m < 4; m++) isum += (int32_t)wg[16 + 32 * k + 4 * j + m] * xg[32 * k + 4 * j + m];
+                for (int m = 0; m < 4; m++)
+                    isum += (int32_t)wg[2 * nb + 4 * nb * k + 4 * j + m] * xg[4 * nb * k + 4 * j + m];
             acc[j] += (ds4rt_rd_f16(wg + 2 * j) * xd[8 * g + j]) * (float)isum;
         }
     }

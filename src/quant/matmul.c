@@ -11,6 +11,8 @@
  *    of every token's activations stays in L1 while the block's rows use it; within a chunk each
  *    weight row is decoded once per tile of DS4RT_TILE_TOK tokens. Each (row, token) pair keeps
  *    its lane accumulators across chunks and is reduced into y at the end.
+ *    Where a row fits one chunk and the path has a whole-row kernel for it (kernels.h), that
+ *    kernel takes the thread's rows and a token block in one call and writes y itself.
  * Each lane receives the terms of its own blocks in column order whatever the chunking, tiling
  * or thread split, so none of them changes any bit of y (see kernels.h).
  */
@@ -78,6 +80,7 @@ static uint8_t *scratch_get(size_t bytes) {
 
 typedef struct {
     ds4rt_dot_fn dot;
+    ds4rt_rows_fn rows_fn; /* whole rows at once (kernels.h), or NULL */
     int n_lanes;
     const uint8_t *w;
     uint64_t row_bytes;
@@ -98,6 +101,11 @@ static void rows_worker(void *vctx, int64_t r0, int64_t r1, int thread) {
     _Static_assert(ROW_BLOCK_F * TOK_BLOCK * DS4RT_FLANES <= sizeof lanes / sizeof lanes[0], "lane buffer");
     for (int64_t tb = 0; tb < c->n_tok; tb += TOK_BLOCK) {
         const int64_t nt = c->n_tok - tb < TOK_BLOCK ? c->n_tok - tb : TOK_BLOCK;
+        if (c->rows_fn != NULL) {
+            c->rows_fn(c->w + (size_t)r0 * c->row_bytes, c->row_bytes, r1 - r0, c->act, tb, nt,
+                       c->y + tb * c->rows + r0, c->rows);
+            continue;
+        }
         for (int64_t rb = r0; rb < r1; rb += row_block) {
             const int64_t nr = r1 - rb < row_block ? r1 - rb : row_block;
             memset(lanes, 0, sizeof(float) * (size_t)(nr * nt * nl));
@@ -221,7 +229,8 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
     for (int j = 0; j < n_jobs; j++) {
         const ds4rt_matmul_job *jb = &jobs[j];
         if (jb->n_tok == 0 || jb->w.rows == 0) continue;
-        const ds4rt_dot_fn dot = jb->w.layout == DS4RT_LAYOUT_Q8_0_X8 ? k->dot_q8_0_x8 : k->dot[jb->w.type];
+        const int x8 = jb->w.layout == DS4RT_LAYOUT_Q8_0_X8;
+        const ds4rt_dot_fn dot = x8 ? k->dot_q8_0_x8 : k->dot[jb->w.type];
         if (dot == NULL)
             return ds4rt_fail(DS4RT_ERR_INTERNAL, "matmul: CPU path %s has no kernel for a computable type", k->name);
         int ok;
@@ -248,6 +257,7 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
         job_type[b.n] = jb->w.type;
         b.c[b.n] = (mm_ctx){
             .dot = dot,
+            .rows_fn = x8 ? k->rows_q8_0_x8 : k->rows[jb->w.type],
             .n_lanes = ds4rt_lanes_for(jb->w.type),
             .w = jb->w.data,
             .row_bytes = jb->w.row_bytes,
@@ -288,6 +298,7 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
         int64_t kc = (int64_t)(L1_ACT_BUDGET / (act_per_col * (double)ntb)) / DS4RT_CHUNK_ALIGN * DS4RT_CHUNK_ALIGN;
         if (kc < DS4RT_CHUNK_ALIGN) kc = DS4RT_CHUNK_ALIGN;
         c->k_chunk = kc >= cols ? cols : kc;
+        if (c->k_chunk != cols || cols % 32 != 0) c->rows_fn = NULL; /* whole rows only (kernels.h) */
         b.first_row[j + 1] = b.first_row[j] + c->rows;
         work += (double)(c->row_bytes ? c->row_bytes : 1) * (double)c->n_tok * (double)c->rows;
     }

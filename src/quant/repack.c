@@ -8,7 +8,7 @@
 
 int ds4rt_layout_fits(uint32_t layout, uint32_t type, int64_t cols) {
     if (layout == DS4RT_LAYOUT_FILE) return 1;
-    return layout == DS4RT_LAYOUT_Q8_0_X8 && type == DS4RT_TYPE_Q8_0 && cols > 0 && cols % DS4RT_X8_GROUP_COLS == 0;
+    return layout == DS4RT_LAYOUT_Q8_0_X8 && type == DS4RT_TYPE_Q8_0 && cols > 0 && cols % DS4RT_X8_HALF_COLS == 0;
 }
 
 uint32_t ds4rt_cpu_preferred_layout(uint32_t type, int64_t cols) {
@@ -16,23 +16,26 @@ uint32_t ds4rt_cpu_preferred_layout(uint32_t type, int64_t cols) {
     return ds4rt_layout_fits(want, type, cols) ? want : DS4RT_LAYOUT_FILE;
 }
 
-/* One group: 8 Q8_0 blocks (34 bytes each) -> 8 scales + 256 interleaved biased quants. */
-static void repack_group_x8(const uint8_t *src, uint8_t *dst) {
-    for (int j = 0; j < 8; j++) memcpy(dst + 2 * j, src + 34 * j, 2);
-    uint8_t *q = dst + 16;
+/* One group of nb = 8 Q8_0 blocks (34 bytes each) -> 8 scales + 256 interleaved biased quants,
+ * or a half group of nb = 4 -> 4 scales + 128. */
+static void repack_group_x8(const uint8_t *src, uint8_t *dst, int nb) {
+    for (int j = 0; j < nb; j++) memcpy(dst + 2 * j, src + 34 * j, 2);
+    uint8_t *q = dst + 2 * nb;
     for (int k = 0; k < 8; k++)
-        for (int j = 0; j < 8; j++)
-            for (int m = 0; m < 4; m++) q[32 * k + 4 * j + m] = (uint8_t)(src[34 * j + 2 + 4 * k + m] ^ 0x80u);
+        for (int j = 0; j < nb; j++)
+            for (int m = 0; m < 4; m++) q[4 * nb * k + 4 * j + m] = (uint8_t)(src[34 * j + 2 + 4 * k + m] ^ 0x80u);
 }
 
 void ds4rt_repack_q8_0_x8(const uint8_t *src, uint8_t *dst, int64_t rows, int64_t cols, uint64_t row_bytes) {
     const int64_t groups = cols / DS4RT_X8_GROUP_COLS;
-    const uint64_t packed = (uint64_t)groups * DS4RT_X8_GROUP_BYTES;
+    const int half = cols % DS4RT_X8_GROUP_COLS != 0;
+    const uint64_t packed = (uint64_t)groups * DS4RT_X8_GROUP_BYTES + (half ? DS4RT_X8_HALF_BYTES : 0);
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *s = src + (uint64_t)r * row_bytes;
         uint8_t *d = dst + (uint64_t)r * row_bytes;
         for (int64_t g = 0; g < groups; g++)
-            repack_group_x8(s + g * DS4RT_X8_GROUP_BYTES, d + g * DS4RT_X8_GROUP_BYTES);
+            repack_group_x8(s + g * DS4RT_X8_GROUP_BYTES, d + g * DS4RT_X8_GROUP_BYTES, 8);
+        if (half) repack_group_x8(s + groups * DS4RT_X8_GROUP_BYTES, d + groups * DS4RT_X8_GROUP_BYTES, 4);
         if (row_bytes > packed) memcpy(d + packed, s + packed, row_bytes - packed);
     }
 }

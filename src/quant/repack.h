@@ -22,6 +22,14 @@
 #define DS4RT_X8_GROUP_COLS 256
 #define DS4RT_X8_GROUP_BYTES 272
 
+/* A row of 256 G + 128 columns ends, after its G groups, with a half group (128 columns, 136
+ * bytes): the 4 f16 scales of blocks 8G..8G+3, then 128 bytes where byte 16k + 4j + m is quant
+ * 4k + m of block 8G + j plus 128. Its blocks fall in lanes 0..3, as in the file layout. (The
+ * 128-column Q8_0 matrices of the default model, attn_q_b, were the last ones in the file
+ * layout, whose kernel costs about twice as much per weight.) */
+#define DS4RT_X8_HALF_COLS 128
+#define DS4RT_X8_HALF_BYTES 136
+
 /* Nonzero if a matrix of `type` with `cols` columns can be held in `layout`. */
 int ds4rt_layout_fits(uint32_t layout, uint32_t type, int64_t cols);
 

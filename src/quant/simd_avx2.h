@@ -128,4 +128,72 @@ ALWAYS_INLINE void qk_rows_init(qk_rows *r, const ds4rt_act *a, int64_t t0, int 
 
 ALWAYS_INLINE __m256i bsums16(const qk_rows *r, int t, int64_t b) { return loadu(r->bs[t] + b * 16); }
 
+/* ================= whole-row kernels (kernels.h, ds4rt_rows_fn) ================= */
+
+/* ds4rt_reduce8 of four 8-lane accumulators at once, the same additions in the same pairs:
+ * [reduce8(a), reduce8(b), reduce8(c), reduce8(d)]. */
+ALWAYS_INLINE __m128 reduce8x4(__m256 a, __m256 b, __m256 c, __m256 d) {
+    /* h = [l0+l4, l1+l5, l2+l6, l3+l7] */
+    const __m128 ha = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 hb = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    const __m128 hc = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
+    const __m128 hd = _mm_add_ps(_mm256_castps256_ps128(d), _mm256_extractf128_ps(d, 1));
+    /* p = [a0+a2, b0+b2, a1+a3, b1+b3] of the h's, q likewise for c and d */
+    const __m128 p = _mm_add_ps(_mm_unpacklo_ps(ha, hb), _mm_unpackhi_ps(ha, hb));
+    const __m128 q = _mm_add_ps(_mm_unpacklo_ps(hc, hd), _mm_unpackhi_ps(hc, hd));
+    return _mm_add_ps(_mm_movelh_ps(p, q), _mm_movehl_ps(q, p));
+}
+
+/* The body of a whole-row kernel with arguments (w, rb, nr, a, t0, nt, y, ys), around its tile
+ * TILE(first row, byte step between its rows, R, first token, T, first y, y step between its
+ * rows): R rows x T tokens with their lanes in registers, R * T <= 4.
+ * One or two tokens: tiles of 4 or 2 rows, so that the dependency chains of a tile overlap;
+ * the rows of a tile are nr / R apart, so each of them walks its own long run of consecutive
+ * rows, which the hardware prefetchers follow (4 adjacent rows per tile made 4 runs of a few
+ * cache lines each, and decoding with the weights out of cache ran 1.7x slower).
+ * Three or more: one row at a time, the tokens in even tiles of 2 to 4 (never 1), while the
+ * row stays in L1. */
+#define ROWS_LOOP(TILE)                                                                               \
+    if (nt <= 2) {                                                                                    \
+        const int64_t q = nr / (nt == 1 ? 4 : 2);                                                     \
+        for (int64_t i = 0; i < q; i++) {                                                             \
+            if (nt == 1)                                                                              \
+                TILE(w + i * rb, q * rb, 4, t0, 1, y + i, q);                                         \
+            else                                                                                      \
+                TILE(w + i * rb, q * rb, 2, t0, 2, y + i, q);                                         \
+        }                                                                                             \
+        for (int64_t r = q * (nt == 1 ? 4 : 2); r < nr; r++) {                                        \
+            if (nt == 1)                                                                              \
+                TILE(w + r * rb, rb, 1, t0, 1, y + r, 1);                                             \
+            else                                                                                      \
+                TILE(w + r * rb, rb, 1, t0, 2, y + r, 1);                                             \
+        }                                                                                             \
+    } else {                                                                                          \
+        const int64_t tiles = (nt + 3) / 4;                                                           \
+        for (int64_t r = 0; r < nr; r++) {                                                            \
+            int64_t t = 0;                                                                            \
+            for (int64_t k = 0; k < tiles; k++) {                                                     \
+                const int64_t T = (nt - t + (tiles - k) - 1) / (tiles - k);                           \
+                float *yt = y + t * ys + r;                                                           \
+                switch (T) {                                                                          \
+                case 2: TILE(w + r * rb, rb, 1, t0 + t, 2, yt, 1); break;                             \
+                case 3: TILE(w + r * rb, rb, 1, t0 + t, 3, yt, 1); break;                             \
+                default: TILE(w + r * rb, rb, 1, t0 + t, 4, yt, 1); break;                            \
+                }                                                                                     \
+                t += T;                                                                               \
+            }                                                                                         \
+        }                                                                                             \
+    }
+
+/* Writes the R x T results res = [the reduction of tile (r, t) at r * T + t] to
+ * y[t * ys + r * yrs]. */
+ALWAYS_INLINE void rows_store(__m128 res, const int R, const int T, float *y, int64_t ys, int64_t yrs) {
+    float o[4];
+    _mm_storeu_ps(o, res);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) y[t * ys + r * yrs] = o[r * T + t];
+}
+
 #endif /* DS4RT_SIMD_AVX2_H */
