@@ -10,17 +10,15 @@ ds4rt_status cpu_hc_pre(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, con
     const float *Xp = F(X);
     float *normed = c->ws.normed, *mix = c->ws.mix, *xp = F(xn), *postp = F(post), *combp = F(comb);
     float pre[DS4RT_MAX_HC];
-    for (int64_t t = 0; t < n; t++)
-        ds4rt_rms_norm(Xp + (size_t)t * hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, normed + (size_t)t * hp->hc_dim);
+    ds4rt_rms_norm_rows(Xp, n, hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, normed);
     ds4rt_weight fn = cpu_weight(&w->fn);
     TRY(ds4rt_matmul(c->pool, &fn, normed, n, mix));
     for (int64_t t = 0; t < n; t++) {
         ds4rt_hc_coefficients(mix + (size_t)t * hp->hc_mix, F(w->scale), F(w->base), N, hp->sinkhorn_iters,
                               hp->hc_eps, pre, postp + (size_t)t * N, combp + (size_t)t * N * N);
-        float *x = xp + (size_t)t * D;
-        ds4rt_hc_reduce(Xp + (size_t)t * hp->hc_dim, pre, N, D, x);
-        ds4rt_rms_norm(x, D, F(norm), hp->rms_eps, x); /* in place: the same bits as out of place */
+        ds4rt_hc_reduce(Xp + (size_t)t * hp->hc_dim, pre, N, D, xp + (size_t)t * D);
     }
+    ds4rt_rms_norm_rows(xp, n, D, D, F(norm), hp->rms_eps, xp); /* in place: the same bits as out of place */
     return DS4RT_OK;
 }
 
@@ -39,8 +37,7 @@ ds4rt_status cpu_hc_head(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, co
     cpu_ctx *c = cpu(ctx);
     const uint32_t N = hp->hc, D = hp->n_embd;
     const float *Xp = F(X);
-    for (int64_t i = 0; i < n; i++)
-        ds4rt_rms_norm(Xp + (size_t)i * hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, c->ws.normed + (size_t)i * hp->hc_dim);
+    ds4rt_rms_norm_rows(Xp, n, hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, c->ws.normed);
     ds4rt_weight fn = cpu_weight(&head->fn);
     TRY(ds4rt_matmul(c->pool, &fn, c->ws.normed, n, c->ws.mix));
     for (int64_t i = 0; i < n; i++) {

@@ -13,10 +13,24 @@
 #include "matmul.h"
 #include "threadpool.h"
 
+/* The RoPE angles of one (rope, position): every layer of a pass rotates the same positions
+ * with the same few ropes, and the angles (a pow, sin and cos per pair) cost more than the
+ * rotations, so cpu_rope keeps the last CPU_ROPE_SLOTS it computed (cpu_rows.c). */
+#define CPU_ROPE_SLOTS 32
+#define CPU_ROPE_PAIRS 64 /* ropes of more pairs are not kept */
+typedef struct cpu_rope_angles {
+    ds4rt_rope r;
+    int64_t pos;
+    bool used;
+    double cs[CPU_ROPE_PAIRS], sn[CPU_ROPE_PAIRS];
+} cpu_rope_angles;
+
 typedef struct cpu_ctx {
     ds4rt_bctx base;     /* first: the composition sees only this */
     ds4rt_pool *pool;
     cpu_workspace ws;
+    cpu_rope_angles rope[CPU_ROPE_SLOTS];
+    uint32_t rope_next; /* the slot to replace next */
     double marks[DS4RT_MARK_SLOTS]; /* stage-timer marks: host clock, ms */
     uint32_t marked;                /* bit per slot that holds a mark */
 } cpu_ctx;

@@ -4,15 +4,40 @@
 #include <float.h>
 #include <string.h>
 
-void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float *out) {
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+/* out = x * inv(ss) (* w): the second half of an RMS norm, given the row's sum of squares. */
+static void rms_scale(const float *x, int64_t n, const float *w, float eps, double ss, float *out) {
     float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
     if (w != NULL) {
         for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv * w[i];
     } else {
         for (int64_t i = 0; i < n; i++) out[i] = x[i] * inv;
     }
+}
+
+void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float *out) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    rms_scale(x, n, w, eps, ss, out);
+}
+
+void ds4rt_rms_norm_rows(const float *x, int64_t rows, int64_t stride, int64_t n, const float *w, float eps,
+                         float *out) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) {
+        const float *x0 = x + r * stride, *x1 = x0 + stride, *x2 = x1 + stride, *x3 = x2 + stride;
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            s0 += (double)x0[i] * x0[i];
+            s1 += (double)x1[i] * x1[i];
+            s2 += (double)x2[i] * x2[i];
+            s3 += (double)x3[i] * x3[i];
+        }
+        rms_scale(x0, n, w, eps, s0, out + r * stride);
+        rms_scale(x1, n, w, eps, s1, out + (r + 1) * stride);
+        rms_scale(x2, n, w, eps, s2, out + (r + 2) * stride);
+        rms_scale(x3, n, w, eps, s3, out + (r + 3) * stride);
+    }
+    for (; r < rows; r++) ds4rt_rms_norm(x + r * stride, n, w, eps, out + r * stride);
 }
 
 static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }

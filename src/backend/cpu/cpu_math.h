@@ -19,6 +19,13 @@
 /* out = x / sqrt(mean(x^2) + eps) * w (w may be NULL: no weight). out may alias x. */
 void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float *out);
 
+/* ds4rt_rms_norm of `rows` rows `stride` floats apart (x and out alike; out may be x), four
+ * rows at a time: each row's sum of squares stays one chain of additions in element order (so
+ * its bits are ds4rt_rms_norm's), but the chains of four rows overlap instead of waiting on
+ * each other's latency. */
+void ds4rt_rms_norm_rows(const float *x, int64_t rows, int64_t stride, int64_t n, const float *w, float eps,
+                         float *out);
+
 static inline float ds4rt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float ds4rt_silu(float x) { return x / (1.0f + expf(-x)); }
 

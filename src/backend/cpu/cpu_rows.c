@@ -25,20 +25,46 @@ ds4rt_status cpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_d
     (void)ctx;
     const float *xp = F(x), *wp = F(w);
     float *op = F(out);
-    for (int64_t r = 0; r < rows; r++) ds4rt_rms_norm(xp + (size_t)r * width, width, wp, eps, op + (size_t)r * width);
+    ds4rt_rms_norm_rows(xp, rows, width, width, wp, eps, op);
     return DS4RT_OK;
+}
+
+static bool same_rope(const ds4rt_rope *a, const ds4rt_rope *b) {
+    return a->n_rot == b->n_rot && a->base == b->base && a->yarn == b->yarn && a->yarn_scale == b->yarn_scale &&
+           a->yarn_lo == b->yarn_lo && a->yarn_hi == b->yarn_hi;
+}
+
+/* The angles of rope r at pos: kept ones, or computed into a slot (the oldest). */
+static const cpu_rope_angles *rope_angles(cpu_ctx *c, const ds4rt_rope *r, int64_t pos) {
+    for (uint32_t i = 0; i < CPU_ROPE_SLOTS; i++) {
+        const cpu_rope_angles *e = &c->rope[i];
+        if (e->used && e->pos == pos && same_rope(&e->r, r)) return e;
+    }
+    cpu_rope_angles *e = &c->rope[c->rope_next];
+    c->rope_next = (c->rope_next + 1) % CPU_ROPE_SLOTS;
+    e->r = *r;
+    e->pos = pos;
+    e->used = true;
+    ds4rt_rope_angles(r, pos, e->cs, e->sn);
+    return e;
 }
 
 ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
                       int sign, ds4rt_df32 x) {
-    (void)ctx;
     const int64_t pos0 = pass_pos0(in);
     double cs[DS4RT_MAX_ROPE_PAIRS], sn[DS4RT_MAX_ROPE_PAIRS];
     float *xp = F(x);
     for (int64_t i = 0; i < n; i++) {
-        ds4rt_rope_angles(r, pos0 + i, cs, sn);
+        const double *ci = cs, *si = sn;
+        if (r->n_rot / 2 <= CPU_ROPE_PAIRS) {
+            const cpu_rope_angles *e = rope_angles(cpu(ctx), r, pos0 + i);
+            ci = e->cs;
+            si = e->sn;
+        } else {
+            ds4rt_rope_angles(r, pos0 + i, cs, sn);
+        }
         float *row = xp + (size_t)i * heads * dim;
-        for (uint32_t h = 0; h < heads; h++) ds4rt_rope_apply(row + (size_t)h * dim, dim, r, cs, sn, sign);
+        for (uint32_t h = 0; h < heads; h++) ds4rt_rope_apply(row + (size_t)h * dim, dim, r, ci, si, sign);
     }
     return DS4RT_OK;
 }
