@@ -21,6 +21,32 @@ static void swiglu(const float *g, const float *u, int64_t n, float c, float wei
     }
 }
 
+/* SwiGLU of rows [0, n_exp) of the gathered expert rows (from row `first`) and then of the n_sh
+ * shared-expert rows, split over the pool: rows are independent, so the split changes no bit. */
+typedef struct {
+    const cpu_workspace *s;
+    int64_t first, n_exp;
+    uint32_t FF, Fs;
+    float clamp, clamp_sh;
+} swiglu_job;
+
+static void swiglu_rows(void *vj, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const swiglu_job *j = vj;
+    const cpu_workspace *s = j->s;
+    for (int64_t r = r0; r < r1; r++) {
+        if (r < j->n_exp) {
+            const int64_t e = j->first + r;
+            float *g = s->eg + (size_t)e * j->FF;
+            swiglu(g, s->eu + (size_t)e * j->FF, j->FF, j->clamp, s->selw[s->etok[e]], g);
+        } else {
+            const int64_t t = r - j->n_exp;
+            float *g = s->shg + (size_t)t * j->Fs;
+            swiglu(g, s->shu + (size_t)t * j->Fs, j->Fs, j->clamp_sh, 1.0f, g);
+        }
+    }
+}
+
 static void route(const ds4rt_hparams *hp, const ds4rt_moe_weights *w, cpu_workspace *s, const int32_t *tokens,
                   int64_t n) {
     const int32_t *tid2eid = I(w->tid2eid);
@@ -96,11 +122,9 @@ ds4rt_status cpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, i
             jobs[nj++] = (ds4rt_matmul_job){cpu_weight(&w->up_sh), xn, n, s->shu};
         }
         TRY(ds4rt_matmul_batch(pool, jobs, nj));
-        for (int64_t j = wave0; j < off; j++)
-            swiglu(s->eg + (size_t)j * FF, s->eu + (size_t)j * FF, FF, clamp, s->selw[s->etok[j]], s->eg + (size_t)j * FF);
-        if (shared_now)
-            for (int64_t t = 0; t < n; t++)
-                swiglu(s->shg + (size_t)t * Fs, s->shu + (size_t)t * Fs, Fs, clamp_sh, 1.0f, s->shg + (size_t)t * Fs);
+        swiglu_job sj = {.s = s, .first = wave0, .n_exp = off - wave0, .FF = FF, .Fs = Fs, .clamp = clamp,
+                         .clamp_sh = clamp_sh};
+        ds4rt_pool_parallel_for(pool, sj.n_exp + (shared_now ? n : 0), 2, swiglu_rows, &sj);
         nj = 0;
         for (int i = 0; i < nw; i++) {
             ds4rt_dweight dd = ds4rt_dweight3_at(&w->down_exps, ewave[i]);
