@@ -18,62 +18,100 @@ typedef struct head_job {
     int64_t n_keys;
     const float *sinks;        /* [H] */
     float scale;
-    uint32_t d;
+    uint32_t d, heads;
+    uint32_t group;            /* heads per item of the parallel split */
     float *out;                /* [H][d] */
-    float *scores;             /* [threads][max_keys] */
+    float *scores;             /* [threads][CPU_ATT_TILE][max_keys] */
     int64_t max_keys;
 } head_job;
 
-/* q . key with the matmul's F32 kernel of the active ISA (kernels.h): 32 lanes summed in the
- * fixed order, so every ISA path, and a row alone or inside a batch, gives the same bits. The
- * serial sum it replaces was a fifth of a verify pass on the default model (docs/PERFORMANCE.md,
- * "CPU attention dot products"). */
-static inline float dot_f32(ds4rt_dot_fn dot, const float *q, const float *key, uint32_t d) {
-    float lanes[DS4RT_FLANES];
-    for (int l = 0; l < DS4RT_FLANES; l++) lanes[l] = 0.0f;
-    ds4rt_act a = {.type = DS4RT_TYPE_F32, .cols = d, .base = (uint8_t *)(uintptr_t)q, .stride = 4 * (size_t)d};
-    dot((const uint8_t *)key, &a, 0, 1, 0, d, lanes, 0);
-    return ds4rt_reduce32(lanes);
+/* sc[i * max_keys + k] = q_{h0+i} . key_k for the nh <= CPU_ATT_TILE heads from h0, with the
+ * matmul's F32 kernels of the active ISA (kernels.h): 32 lanes summed in the fixed order, so
+ * every ISA path, and a row alone or inside a batch, gives the same bits. The key is shared by
+ * all heads (one KV head), so the heads are the tokens of one call: the whole-row kernel keeps
+ * the key in registers for all of them and writes the scores; a path without one has the dot
+ * kernel fill lanes. (Per head and key, the serial sum this replaced was a fifth of a verify
+ * pass on the default model: docs/PERFORMANCE.md, "CPU attention dot products"; a dot call per
+ * head and key then was a tenth.) */
+static void head_scores(const head_job *j, int64_t h0, int nh, float *sc) {
+    const ds4rt_cpu_kernels *kt = ds4rt_cpu_active();
+    const ds4rt_act a = {.type = DS4RT_TYPE_F32, .cols = j->d, .base = (uint8_t *)(uintptr_t)(j->q + (size_t)h0 * j->d),
+                         .stride = 4 * (size_t)j->d};
+    if (kt->rows[DS4RT_TYPE_F32] != NULL && j->d % 32 == 0) {
+        for (int64_t k = 0; k < j->n_keys; k++)
+            kt->rows[DS4RT_TYPE_F32]((const uint8_t *)j->keys[k], 0, 1, &a, 0, nh, sc + k, j->max_keys);
+        return;
+    }
+    for (int64_t k = 0; k < j->n_keys; k++) {
+        float lanes[CPU_ATT_TILE][DS4RT_FLANES];
+        for (int i = 0; i < nh; i++)
+            for (int l = 0; l < DS4RT_FLANES; l++) lanes[i][l] = 0.0f;
+        kt->dot[DS4RT_TYPE_F32]((const uint8_t *)j->keys[k], &a, 0, nh, 0, j->d, lanes[0], DS4RT_FLANES);
+        for (int i = 0; i < nh; i++) sc[(size_t)i * j->max_keys + k] = ds4rt_reduce32(lanes[i]);
+    }
 }
 
-#define OCHUNK 16
+#define OCHUNK 32
+typedef float v4f __attribute__((vector_size(16)));
 
+/* Head h from its raw scores sc[k]: softmax with the sink, then the weighted sum of the keys. */
+static void head_output(const head_job *j, int64_t h, float *sc) {
+    float mx = j->sinks[h];
+    for (int64_t k = 0; k < j->n_keys; k++) {
+        sc[k] *= j->scale;
+        if (sc[k] > mx) mx = sc[k];
+    }
+    double den = exp((double)j->sinks[h] - mx);
+    for (int64_t k = 0; k < j->n_keys; k++) {
+        sc[k] = expf(sc[k] - mx);
+        den += sc[k];
+    }
+    float *o = j->out + (size_t)h * j->d;
+    const float inv = (float)(1.0 / den);
+    /* o[i] = (sum over keys, in order, of w_k v_k[i]) * inv, OCHUNK dims at a time so that
+     * the sums stay in registers across the keys instead of going through memory per key; in
+     * 4-float vectors (GCC/Clang vector extensions: SSE, NEON), each element its own sum, as the
+     * compiler did not vectorise the scalar loop (it was most of this function's time). The
+     * loops over vectors are unrolled so that the sums stay in registers. */
+    uint32_t i0 = 0;
+    for (; i0 + OCHUNK <= j->d; i0 += OCHUNK) {
+        v4f acc[OCHUNK / 4];
+#pragma GCC unroll 8
+        for (int l = 0; l < OCHUNK / 4; l++) acc[l] = (v4f){0.0f, 0.0f, 0.0f, 0.0f};
+        for (int64_t k = 0; k < j->n_keys; k++) {
+            const float *v = j->keys[k] + i0;
+            const v4f w = {sc[k], sc[k], sc[k], sc[k]};
+#pragma GCC unroll 8
+            for (int l = 0; l < OCHUNK / 4; l++) {
+                v4f vl;
+                memcpy(&vl, v + 4 * l, sizeof vl);
+                acc[l] += w * vl;
+            }
+        }
+#pragma GCC unroll 8
+        for (int l = 0; l < OCHUNK / 4; l++) {
+            const v4f r = acc[l] * inv;
+            memcpy(o + i0 + 4 * l, &r, sizeof r);
+        }
+    }
+    for (uint32_t i = i0; i < j->d; i++) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < j->n_keys; k++) acc += sc[k] * j->keys[k][i];
+        o[i] = acc * inv;
+    }
+}
+
+/* Items [begin, end) of `group` heads each, in tiles of CPU_ATT_TILE heads: all scores of a
+ * tile (a head's scores are done before its output, which may overwrite its q), then each
+ * head's output. */
 static void attend_heads(void *ctx, int64_t begin, int64_t end, int thread) {
     const head_job *j = ctx;
-    float *sc = j->scores + (size_t)thread * j->max_keys;
-    const ds4rt_dot_fn dot = ds4rt_cpu_active()->dot[DS4RT_TYPE_F32];
-    for (int64_t h = begin; h < end; h++) {
-        const float *q = j->q + (size_t)h * j->d;
-        float mx = j->sinks[h];
-        for (int64_t k = 0; k < j->n_keys; k++) {
-            sc[k] = dot_f32(dot, q, j->keys[k], j->d) * j->scale;
-            if (sc[k] > mx) mx = sc[k];
-        }
-        double den = exp((double)j->sinks[h] - mx);
-        for (int64_t k = 0; k < j->n_keys; k++) {
-            sc[k] = expf(sc[k] - mx);
-            den += sc[k];
-        }
-        float *o = j->out + (size_t)h * j->d;
-        const float inv = (float)(1.0 / den);
-        /* o[i] = (sum over keys, in order, of w_k v_k[i]) * inv, OCHUNK dims at a time so that
-         * the sums stay in registers across the keys instead of going through memory per key */
-        uint32_t i0 = 0;
-        for (; i0 + OCHUNK <= j->d; i0 += OCHUNK) {
-            float acc[OCHUNK];
-            for (int l = 0; l < OCHUNK; l++) acc[l] = 0.0f;
-            for (int64_t k = 0; k < j->n_keys; k++) {
-                const float *v = j->keys[k] + i0;
-                const float w = sc[k];
-                for (int l = 0; l < OCHUNK; l++) acc[l] += w * v[l];
-            }
-            for (int l = 0; l < OCHUNK; l++) o[i0 + l] = acc[l] * inv;
-        }
-        for (uint32_t i = i0; i < j->d; i++) {
-            float acc = 0.0f;
-            for (int64_t k = 0; k < j->n_keys; k++) acc += sc[k] * j->keys[k][i];
-            o[i] = acc * inv;
-        }
+    float *sc = j->scores + (size_t)thread * CPU_ATT_TILE * j->max_keys;
+    const int64_t h1 = end * j->group < j->heads ? end * j->group : j->heads;
+    for (int64_t h0 = begin * j->group; h0 < h1; h0 += CPU_ATT_TILE) {
+        const int nh = (int)(h1 - h0 < CPU_ATT_TILE ? h1 - h0 : CPU_ATT_TILE);
+        head_scores(j, h0, nh, sc);
+        for (int i = 0; i < nh; i++) head_output(j, h0 + i, sc + (size_t)i * j->max_keys);
     }
 }
 
@@ -104,10 +142,15 @@ ds4rt_status cpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
         if (nk > c->ws.lim.max_keys)
             return ds4rt_fail(DS4RT_ERR_INTERNAL, "attention: %lld keys exceed the workspace's %lld", (long long)nk,
                               (long long)c->ws.lim.max_keys);
+        /* one item of `group` heads per thread (at most a tile), so a thread's heads share keys */
+        const uint32_t threads = (uint32_t)ds4rt_pool_threads(c->pool);
+        uint32_t group = (heads + threads - 1) / threads;
+        if (group > CPU_ATT_TILE) group = CPU_ATT_TILE;
         head_job j = {.q = F(q) + (size_t)i * heads * dim, .keys = keys, .n_keys = nk, .sinks = F(sinks),
-                      .scale = (float)(1.0 / sqrt((double)dim)), .d = dim, .out = F(out) + (size_t)i * heads * dim,
-                      .scores = c->ws.att_scores, .max_keys = c->ws.lim.max_keys};
-        ds4rt_pool_parallel_for(c->pool, heads, 1, attend_heads, &j);
+                      .scale = (float)(1.0 / sqrt((double)dim)), .d = dim, .heads = heads, .group = group,
+                      .out = F(out) + (size_t)i * heads * dim, .scores = c->ws.att_scores,
+                      .max_keys = c->ws.lim.max_keys};
+        ds4rt_pool_parallel_for(c->pool, (heads + group - 1) / group, 1, attend_heads, &j);
     }
     return DS4RT_OK;
 }

@@ -39,7 +39,7 @@ ds4rt_status cpu_workspace_reserve(cpu_workspace *ws, const ds4rt_hparams *hp, c
     A(ws->comp_tmp, 2 * (hp->head_dim + hp->idx_dim) + 4 * hp->rope_dim + 8);
     A(ws->iscores, lim.max_comp);
     A(ws->iscores_tmp, lim.max_comp);
-    A(ws->att_scores, (int64_t)ws->n_threads * lim.max_keys);
+    A(ws->att_scores, (int64_t)ws->n_threads * CPU_ATT_TILE * lim.max_keys);
     A(ws->att_keys, lim.max_keys);
     A(ws->router, cap * hp->n_expert);
     A(ws->sel, cap * k);

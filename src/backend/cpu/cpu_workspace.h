@@ -9,6 +9,9 @@
 
 #include "backend.h"
 
+/* Attention heads whose scores one thread forms together (cpu_attention.c). */
+#define CPU_ATT_TILE 4
+
 typedef struct cpu_workspace {
     ds4rt_limits lim;       /* what it is sized for */
     ds4rt_hparams hp;       /* ... and for which model shape */
@@ -25,7 +28,7 @@ typedef struct cpu_workspace {
     float *comp_tmp;        /* compressor scratch (8-byte aligned) */
     float *iscores;         /* [max_comp] indexer scores of one row */
     float *iscores_tmp;     /* [max_comp] */
-    float *att_scores;      /* [threads][max_keys] */
+    float *att_scores;      /* [threads][CPU_ATT_TILE][max_keys] */
     const float **att_keys; /* [max_keys] key row pointers of one row */
     /* MoE */
     float *router;          /* [rows][E] */
