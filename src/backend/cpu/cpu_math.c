@@ -160,15 +160,17 @@ float ds4rt_round_e4m3(float x) {
 }
 
 float ds4rt_round_e2m1(float x) {
-    float a = fabsf(x), q;
-    if (a <= 0.25f) q = 0.0f;
-    else if (a < 0.75f) q = 0.5f;
-    else if (a <= 1.25f) q = 1.0f;
-    else if (a < 1.75f) q = 1.5f;
-    else if (a <= 2.5f) q = 2.0f;
-    else if (a < 3.5f) q = 3.0f;
-    else if (a <= 5.0f) q = 4.0f;
-    else q = 6.0f;
+    /* the largest value whose lower midpoint a passes (ties to the even code: 0.25 -> 0,
+     * 0.75 -> 1, ...), as selects rather than a chain of branches, which mispredicted on
+     * activations; NaN fails every test and gets 6, as the chain of branches gave it */
+    const float a = fabsf(x);
+    float q = a > 0.25f ? 0.5f : 0.0f;
+    q = a >= 0.75f ? 1.0f : q;
+    q = a > 1.25f ? 1.5f : q;
+    q = a >= 1.75f ? 2.0f : q;
+    q = a > 2.5f ? 3.0f : q;
+    q = a >= 3.5f ? 4.0f : q;
+    q = a <= 5.0f ? q : 6.0f;
     return copysignf(q, x);
 }
 
