@@ -57,6 +57,8 @@ start)
   # DRAFTER_ARGS="--init-support data/default-support.gguf" to go on from the shipped drafter)
   mkdir -p "$WORK/data" && cp ds4rt/data/*.gguf "$WORK/data/"
   for f in val.u16 vocab.json prompts.json meta.json; do cp "$DATA/$f" "$WORK/.traindata/"; done
+  # windows generated beforehand on a CPU (gen_windows.py; DRAFTER_ARGS="--gen-file .traindata/windows.npz")
+  if [ -f "$DATA/windows.npz" ]; then cp "$DATA/windows.npz" "$WORK/.traindata/"; fi
   if [ -f "$DATA/train.u16" ]; then
     cp "$DATA/train.u16" "$WORK/.traindata/"
   else

@@ -27,6 +27,9 @@ greedy chains.
    distribution, BCE of the confidence logit against "slot i is accepted given slots < i
    were" (greedy acceptance). Only the drafter runs per step (the pool holds the target's
    side), so a step is cheap.
+   With --gen-file, windows generated beforehand (gen_windows.py: ds4rt's own greedy
+   continuations of the shipped target, made on a CPU) join the generated ones; their labels
+   follow the same chain rule, so a near-tie where PyTorch's float target differs ends them.
 5. Evaluation on held-out prompts of the validation stream continued greedily (token by
    token, exact): per-position acceptance of greedy drafts over every anchor, the mean
    committed tokens per verified cycle over every anchor, and the same number for the cycles
@@ -292,6 +295,11 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-seq", type=int, default=224)
     ap.add_argument("--eval-prompt", type=int, default=48)
     ap.add_argument("--init-support", type=Path, help="start from this support GGUF")
+    ap.add_argument(
+        "--gen-file",
+        type=Path,
+        help="generated windows made beforehand (gen_windows.py: ds4rt's greedy continuations)",
+    )
     ap.add_argument("--no-init-from-target", action="store_true")
     args = ap.parse_args(argv)
     deadline = common.Deadline(args.budget_s)
@@ -332,6 +340,17 @@ def main(argv=None) -> int:
     gen_until = args.gen_share * args.budget_s
     t0 = time.time()
     parts, k = [], 0
+    if args.gen_file:  # windows generated beforehand: only their teacher-forced pass here
+        f = np.load(args.gen_file)
+        gx, gP = f["x"].astype(np.int64), f["P"].astype(np.int64)
+        if gx.shape[1] != args.seq:
+            raise SystemExit(f"{args.gen_file}: windows of {gx.shape[1]} tokens, not {args.seq}")
+        for i in range(0, len(gx), args.chunk):
+            xb = torch.as_tensor(gx[i : i + args.chunk], device=dev)
+            Pb = torch.as_tensor(gP[i : i + args.chunk], device=dev)
+            parts.append(build_pool(tgt, xb, Pb, eos, args.chunk, layers))
+        secs = round(time.time() - t0, 1)
+        log("generated", file=str(args.gen_file), sequences=len(gx), seconds=secs)
     while deadline.elapsed() < gen_until or not parts:
         P = plens[k % len(plens)]
         pr = torch.as_tensor(doc_prompts(stream, bos, eos, P, args.gen_batch, rng), device=dev)
