@@ -41,13 +41,13 @@ ds4rt_status cpu_hc_pre(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, con
     const uint32_t D = hp->n_embd;
     const float *Xp = F(X);
     float *normed = c->ws.normed, *mix = c->ws.mix, *xp = F(xn);
-    ds4rt_rms_norm_rows(Xp, n, hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, normed);
+    cpu_norm_rows(c, Xp, n, hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, normed);
     ds4rt_weight fn = cpu_weight(&w->fn);
     TRY(ds4rt_matmul(c->pool, &fn, normed, n, mix));
     hc_job j = {.hp = hp, .X = Xp, .mix = mix, .scale = F(w->scale), .base = F(w->base), .x = xp,
                 .post = F(post), .comb = F(comb)};
     ds4rt_pool_parallel_for(c->pool, n, 1, pre_tokens, &j);
-    ds4rt_rms_norm_rows(xp, n, D, D, F(norm), hp->rms_eps, xp); /* in place: the same bits as out of place */
+    cpu_norm_rows(c, xp, n, D, D, F(norm), hp->rms_eps, xp); /* in place: the same bits as out of place */
     return DS4RT_OK;
 }
 
@@ -63,7 +63,7 @@ ds4rt_status cpu_hc_head(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, co
     cpu_ctx *c = cpu(ctx);
     const uint32_t N = hp->hc, D = hp->n_embd;
     const float *Xp = F(X);
-    ds4rt_rms_norm_rows(Xp, n, hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, c->ws.normed);
+    cpu_norm_rows(c, Xp, n, hp->hc_dim, hp->hc_dim, NULL, hp->rms_eps, c->ws.normed);
     ds4rt_weight fn = cpu_weight(&head->fn);
     TRY(ds4rt_matmul(c->pool, &fn, c->ws.normed, n, c->ws.mix));
     for (int64_t i = 0; i < n; i++) {

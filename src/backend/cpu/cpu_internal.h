@@ -68,6 +68,11 @@ static inline ds4rt_weight cpu_weight(const ds4rt_dweight *w) {
         if (st_ != DS4RT_OK) return st_;                                      \
     } while (0)
 
+/* ds4rt_rms_norm_rows over the pool, in groups of 4 rows (cpu_rows.c): a row's bits never
+ * depend on the split. */
+void cpu_norm_rows(cpu_ctx *c, const float *x, int64_t rows, int64_t stride, int64_t n, const float *w, float eps,
+                   float *out);
+
 /* ops, one file per family */
 ds4rt_status cpu_get_rows(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_di32 ids, int64_t n, uint32_t copies,
                           ds4rt_df32 out);

@@ -22,22 +22,21 @@ void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float 
 
 void ds4rt_rms_norm_rows(const float *x, int64_t rows, int64_t stride, int64_t n, const float *w, float eps,
                          float *out) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4) {
-        const float *x0 = x + r * stride, *x1 = x0 + stride, *x2 = x1 + stride, *x3 = x2 + stride;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    for (int64_t r = 0; r < rows; r += 4) {
+        /* a group of fewer than 4 rows repeats its last row in the spare chains */
+        const int64_t g = rows - r < 4 ? rows - r : 4;
+        const float *xr[4];
+        for (int64_t k = 0; k < 4; k++) xr[k] = x + (r + (k < g ? k : g - 1)) * stride;
+        const float *x0 = xr[0], *x1 = xr[1], *x2 = xr[2], *x3 = xr[3];
+        double s[4] = {0.0, 0.0, 0.0, 0.0};
         for (int64_t i = 0; i < n; i++) {
-            s0 += (double)x0[i] * x0[i];
-            s1 += (double)x1[i] * x1[i];
-            s2 += (double)x2[i] * x2[i];
-            s3 += (double)x3[i] * x3[i];
+            s[0] += (double)x0[i] * x0[i];
+            s[1] += (double)x1[i] * x1[i];
+            s[2] += (double)x2[i] * x2[i];
+            s[3] += (double)x3[i] * x3[i];
         }
-        rms_scale(x0, n, w, eps, s0, out + r * stride);
-        rms_scale(x1, n, w, eps, s1, out + (r + 1) * stride);
-        rms_scale(x2, n, w, eps, s2, out + (r + 2) * stride);
-        rms_scale(x3, n, w, eps, s3, out + (r + 3) * stride);
+        for (int64_t k = 0; k < g; k++) rms_scale(xr[k], n, w, eps, s[k], out + (r + k) * stride);
     }
-    for (; r < rows; r++) ds4rt_rms_norm(x + r * stride, n, w, eps, out + r * stride);
 }
 
 static double sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }

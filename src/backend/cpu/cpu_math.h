@@ -22,7 +22,7 @@ void ds4rt_rms_norm(const float *x, int64_t n, const float *w, float eps, float 
 /* ds4rt_rms_norm of `rows` rows `stride` floats apart (x and out alike; out may be x), four
  * rows at a time: each row's sum of squares stays one chain of additions in element order (so
  * its bits are ds4rt_rms_norm's), but the chains of four rows overlap instead of waiting on
- * each other's latency. */
+ * each other's latency (a last group of 1-3 rows costs as much as one row). */
 void ds4rt_rms_norm_rows(const float *x, int64_t rows, int64_t stride, int64_t n, const float *w, float eps,
                          float *out);
 

@@ -20,12 +20,29 @@ ds4rt_status cpu_get_rows(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_di32 id
     return DS4RT_OK;
 }
 
+typedef struct {
+    const float *x, *w;
+    int64_t rows, stride, n;
+    float eps;
+    float *out;
+} norm_job;
+
+static void norm_groups(void *vj, int64_t g0, int64_t g1, int thread) {
+    (void)thread;
+    const norm_job *j = vj;
+    const int64_t r0 = 4 * g0, r1 = 4 * g1 < j->rows ? 4 * g1 : j->rows;
+    ds4rt_rms_norm_rows(j->x + r0 * j->stride, r1 - r0, j->stride, j->n, j->w, j->eps, j->out + r0 * j->stride);
+}
+
+void cpu_norm_rows(cpu_ctx *c, const float *x, int64_t rows, int64_t stride, int64_t n, const float *w, float eps,
+                   float *out) {
+    const norm_job j = {.x = x, .w = w, .rows = rows, .stride = stride, .n = n, .eps = eps, .out = out};
+    ds4rt_pool_parallel_for(c->pool, (rows + 3) / 4, 1, norm_groups, (void *)&j);
+}
+
 ds4rt_status cpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_df32 w, float eps,
                           ds4rt_df32 out) {
-    (void)ctx;
-    const float *xp = F(x), *wp = F(w);
-    float *op = F(out);
-    ds4rt_rms_norm_rows(xp, rows, width, width, wp, eps, op);
+    cpu_norm_rows(cpu(ctx), F(x), rows, width, width, F(w), eps, F(out));
     return DS4RT_OK;
 }
 
