@@ -72,8 +72,8 @@ DEF_FLOAT_DOT(f32, 4, load16_f32, scalar_f32)
 DEF_FLOAT_DOT(f16, 2, load16_f16, ds4rt_rd_f16)
 DEF_FLOAT_DOT(bf16, 2, load16_bf16, scalar_bf16)
 
-/* Whole float rows (kernels.h, ds4rt_rows_fn; cols a multiple of 32): R rows rs bytes apart x T tokens
- * (R * T <= 4) with the 32 lanes of each in two registers from +0, so a weight vector is
+/* Whole float rows (kernels.h, ds4rt_rows_fn; cols a multiple of 32): R rows rs bytes apart
+ * x T tokens (R * T <= 4) with the 32 lanes of each in two registers from +0, so a weight vector is
  * converted once for T tokens and R * T * 2 addition chains overlap; then ds4rt_reduce32's
  * additions: lanes k, k+8, k+16, k+24 to 8 lanes, and those by reduce8x4.
  * kind: 0 = F32, 1 = F16, 2 = BF16. */

@@ -125,7 +125,8 @@ ALWAYS_INLINE void rows_tile_x8(const uint8_t *w, int64_t rs, const int R, const
         __m256i s0[4], s1[4];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
-            wd[r] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(w + r * rs + g * DS4RT_X8_GROUP_BYTES)));
+            wd[r] = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(const void *)(w + r * rs + g * DS4RT_X8_GROUP_BYTES)));
 #pragma GCC unroll 4
         for (int i = 0; i < R * T; i++) {
             s0[i] = load256(xb[i % T] + 8 * g);
