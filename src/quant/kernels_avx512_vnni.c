@@ -39,6 +39,18 @@ ALWAYS_INLINE __m256 add_half(__m256 acc, __m128 terms) {
     return _mm256_mask_add_ps(acc, 0x0f, acc, _mm256_castps128_ps256(terms));
 }
 
+/* The activation rows of T tokens (1..4) that an X8 kernel reads: quants, block scales and the
+ * X8 bias sums. */
+ALWAYS_INLINE void x8_token_rows(const ds4rt_act *a, int64_t t0, const int T, const int8_t **xq, const float **xd,
+                                 const int32_t **xb) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        xq[t] = ds4rt_act_qs(a, t0 + t);
+        xd[t] = ds4rt_act_d(a, t0 + t);
+        xb[t] = ds4rt_act_sum32(a, t0 + t);
+    }
+}
+
 /* T tokens (1..4, a constant after inlining): each token's 8 dot products in two independent
  * chains, so that the instruction's latency does not serialise one token's group. The loops
  * over tokens are unrolled whatever the optimisation level: their arrays must stay in
@@ -49,13 +61,9 @@ ALWAYS_INLINE void tile_x8(const uint8_t *w, const ds4rt_act *a, int64_t t0, con
     const float *xd[4];
     const int32_t *xb[4];
     __m256 acc[4];
+    x8_token_rows(a, t0, T, xq, xd, xb);
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) {
-        xq[t] = ds4rt_act_qs(a, t0 + t);
-        xd[t] = ds4rt_act_d(a, t0 + t);
-        xb[t] = ds4rt_act_sum32(a, t0 + t);
-        acc[t] = _mm256_loadu_ps(lanes + t * ls);
-    }
+    for (int t = 0; t < T; t++) acc[t] = _mm256_loadu_ps(lanes + t * ls);
     for (int64_t g = k0 / DS4RT_X8_GROUP_COLS; g < k1 / DS4RT_X8_GROUP_COLS; g++) {
         const uint8_t *wg = w + g * DS4RT_X8_GROUP_BYTES;
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)wg));
@@ -112,12 +120,7 @@ ALWAYS_INLINE void rows_tile_x8(const uint8_t *w, int64_t rs, const int R, const
     const float *xd[4];
     const int32_t *xb[4];
     __m256 acc[4];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) {
-        xq[t] = ds4rt_act_qs(a, t0 + t);
-        xd[t] = ds4rt_act_d(a, t0 + t);
-        xb[t] = ds4rt_act_sum32(a, t0 + t);
-    }
+    x8_token_rows(a, t0, T, xq, xd, xb);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) acc[i] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; g++) {

@@ -31,23 +31,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from prompts import doc_prompts
 
 _model = None
-
-
-def doc_prompts(stream, bos, eos, P, count, rng):
-    """count prompts of P tokens that start at a BOS and hold no EOS (train_drafter.py's rule)."""
-    starts = np.flatnonzero(stream[: len(stream) - P] == bos)
-    rng.shuffle(starts)
-    out = []
-    for s in starts:
-        w = stream[s : s + P]
-        if (w == eos).any():
-            continue
-        out.append(w.astype(np.int64))
-        if len(out) == count:
-            break
-    return out
 
 
 def _load(target: str, threads: int) -> None:

@@ -60,6 +60,7 @@ import common  # noqa: E402
 import gguf_io  # noqa: E402
 import shipped  # noqa: E402
 from drafter import Drafter  # noqa: E402
+from prompts import doc_prompts  # noqa: E402
 
 from model import Target, update_router_bias  # noqa: E402
 
@@ -78,21 +79,6 @@ def load_target(path, dev, mm, max_pos):
 
 def drafter_fields(sh):
     return {k: getattr(sh, k) for k in ("n_stages", "block_size", "markov_rank", "n_target_layers")}
-
-
-def doc_prompts(stream, bos, eos, P, count, rng):
-    """count prompts of P tokens that start at a BOS and hold no EOS."""
-    starts = np.flatnonzero(stream[: len(stream) - P] == bos)
-    rng.shuffle(starts)
-    out = []
-    for s in starts:
-        w = stream[s : s + P]
-        if (w == eos).any():
-            continue
-        out.append(w.astype(np.int64))
-        if len(out) == count:
-            break
-    return np.stack(out)
 
 
 def pool_windows(stream, bos, T, count, rng):
@@ -329,7 +315,7 @@ def main(argv=None) -> int:
 
     # 1. held-out continuations (exact, token by token), then the training pool
     t0 = time.time()
-    vp = doc_prompts(val, bos, eos, args.eval_prompt, args.eval_seqs, rng)
+    vp = np.stack(doc_prompts(val, bos, eos, args.eval_prompt, args.eval_seqs, rng))
     ev = greedy_continue(tgt, torch.as_tensor(vp, device=dev), args.eval_seq, args.chunk)
     ev_P = torch.full((len(ev),), vp.shape[1], device=dev)
     ev_pool = build_pool(tgt, ev, ev_P, eos, args.chunk, layers)
@@ -353,7 +339,8 @@ def main(argv=None) -> int:
         log("generated", file=str(args.gen_file), sequences=len(gx), seconds=secs)
     while deadline.elapsed() < gen_until or not parts:
         P = plens[k % len(plens)]
-        pr = torch.as_tensor(doc_prompts(stream, bos, eos, P, args.gen_batch, rng), device=dev)
+        pr = np.stack(doc_prompts(stream, bos, eos, P, args.gen_batch, rng))
+        pr = torch.as_tensor(pr, device=dev)
         g = greedy_continue(tgt, pr, args.seq, args.chunk)
         parts.append(
             build_pool(tgt, g, torch.full((len(g),), P, device=dev), eos, args.chunk, layers)
