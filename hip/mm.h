@@ -45,6 +45,9 @@ int ds4rt_gk_mm_supports(uint32_t type);
  * once per process, from DS4RT_GPU_QM_MIN_N (default 2; 0 turns the path off); the backend
  * asks once when it opens, before any capture (docs/GPU.md, "Matrix products"). */
 int64_t ds4rt_gk_qm_min_n(void);
+/* Why the tensor-core path is on or off ("on", or "off: <reason>"): the backend appends it to
+ * the device's description, so a run that does not take it says so. */
+const char *ds4rt_gk_qm_reason(void);
 
 /* Bytes of converted activations for n rows of `cols` paired with weight type `type` (0 for an
  * unsupported type). Scratch of at least this size is passed to the launchers below. */

@@ -1846,17 +1846,27 @@ static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t g
 }
 
 #if DS4RT_GK_INT8_MMA
+static const char *qm_why = "not decided yet";
+
 extern "C" int64_t ds4rt_gk_qm_min_n(void) {
     static const int64_t decided = [] {
         cudaFuncAttributes fa;
         if (cudaFuncGetAttributes(&fa, mm_qm_kernel<1, 1>) != cudaSuccess || fa.binaryVersion < 80) {
             (void)cudaGetLastError();
+            qm_why = "off: the loaded binary has no int8 mma (built for an architecture before sm_80)";
             return (int64_t)0;
         }
         const char *env = getenv("DS4RT_GPU_QM_MIN_N");
-        return env != NULL && env[0] != '\0' ? (int64_t)strtoll(env, NULL, 10) : (int64_t)2;
+        const int64_t n = env != NULL && env[0] != '\0' ? (int64_t)strtoll(env, NULL, 10) : (int64_t)2;
+        qm_why = n > 0 ? "on" : "off: DS4RT_GPU_QM_MIN_N=0";
+        return n > 0 ? n : (int64_t)0;
     }();
     return decided;
+}
+
+extern "C" const char *ds4rt_gk_qm_reason(void) {
+    (void)ds4rt_gk_qm_min_n();
+    return qm_why;
 }
 
 /* Whether a product of n token rows takes mm_qm_kernel: Q8_0 on 16-byte aligned rows. */
@@ -1884,6 +1894,7 @@ static int launch_qm(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t gr
 }
 #else
 extern "C" int64_t ds4rt_gk_qm_min_n(void) { return 0; }
+extern "C" const char *ds4rt_gk_qm_reason(void) { return "off: int8 mma is an NVIDIA path (AMD and HIP-CPU keep mm_qt)"; }
 #endif
 
 /* Whether a dense product of n float rows takes mm_qt_kernel's fused form: a Q8_0-activation

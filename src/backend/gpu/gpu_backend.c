@@ -100,9 +100,6 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
         return ds4rt_fail(DS4RT_ERR_BACKEND, "GPU device %d does not exist (%d visible)", device, n);
     GK(ds4rt_gk_set_device(device), "select device");
     (void)ds4rt_gk_pdl_configure(device); /* before the first launch (docs/GPU.md) */
-#ifdef DS4RT_GPU_HAVE_MM
-    (void)ds4rt_gk_qm_min_n(); /* decided once, before any graph capture (hip/mm.h) */
-#endif
     ds4rt_backend *be = calloc(1, sizeof *be);
     gpu_impl *g = calloc(1, sizeof *g);
     if (be == NULL || g == NULL) {
@@ -112,6 +109,17 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
     }
     int st = ds4rt_gk_device_info(device, g->device_name, sizeof g->device_name, &g->integrated, &g->total_bytes,
                                   NULL, NULL);
+#ifdef DS4RT_GPU_HAVE_MM
+    if (st == DS4RT_GK_OK) { /* decided once, before any capture (hip/mm.h), and reported with the device */
+        const size_t used = strlen(g->device_name);
+        if (ds4rt_gk_qm_min_n() > 0)
+            snprintf(g->device_name + used, sizeof g->device_name - used, "; Q8_0 tensor cores from n=%lld",
+                     (long long)ds4rt_gk_qm_min_n());
+        else
+            snprintf(g->device_name + used, sizeof g->device_name - used, "; Q8_0 tensor cores %s",
+                     ds4rt_gk_qm_reason());
+    }
+#endif
     if (st == DS4RT_GK_OK) st = ds4rt_gk_stream_create(&g->load_stream);
     if (st != DS4RT_GK_OK) {
         free(be);
