@@ -75,6 +75,8 @@ void ds4rt_dot_q8_0_x8_vnni(const uint8_t *w_row, const ds4rt_act *act, int64_t 
                             int64_t k1, float *lanes, int64_t lane_stride);
 void ds4rt_rows_q8_0_x8_vnni(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act,
                              int64_t t0, int64_t n_tok, float *y, int64_t y_stride);
+void ds4rt_rows_q8_0_vnni(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act, int64_t t0,
+                          int64_t n_tok, float *y, int64_t y_stride); /* file layout */
 int ds4rt_act_row_avx2(const ds4rt_act *a, int64_t t, const float *x); /* act_quant_avx2.c */
 #endif
 #if defined(__aarch64__)

@@ -475,7 +475,10 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni = {
     .dot = AVX512_DOTS,
     .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_vnni,
     .q8_0_layout = DS4RT_LAYOUT_Q8_0_X8,
-    .rows = AVX512_ROWS,
+    /* Q8_0 rows the X8 layout cannot hold (columns not a multiple of 128) stay in the file
+     * layout: the VNNI whole-row kernel takes those that fit a chunk */
+    .rows = {[DS4RT_TYPE_F32] = rows_f32, [DS4RT_TYPE_F16] = rows_f16, [DS4RT_TYPE_BF16] = rows_bf16,
+             [DS4RT_TYPE_Q8_0] = ds4rt_rows_q8_0_vnni},
     .rows_q8_0_x8 = ds4rt_rows_q8_0_x8_vnni,
     .act_row = ds4rt_act_row_avx2,
 };

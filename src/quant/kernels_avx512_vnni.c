@@ -13,6 +13,8 @@
  * instruction per 4 bytes instead of sign fix-up, byte and word multiply-adds and a horizontal
  * sum of 8 lanes.
  */
+#include <string.h>
+
 #include "repack.h"
 #include "simd_avx2.h"
 
@@ -177,4 +179,75 @@ void ds4rt_rows_q8_0_x8_vnni(const uint8_t *w, uint64_t rb, int64_t nr, const ds
                              float *y, int64_t ys) {
     const int64_t groups = a->cols / DS4RT_X8_GROUP_COLS;
     ROWS_LOOP(TILE_X8);
+}
+
+/* ---- Q8_0 rows in the file layout ------------------------------------------------------------ */
+
+/* The exact integer sums of block b of 8 rows (row i at row[i]) with the quants x of one token:
+ * the weights biased to unsigned bytes (w ^ 0x80 = w + 128) so that vpdpbusd multiplies them,
+ * and 128 times the block's activation sum (xs) taken back out. */
+ALWAYS_INLINE __m256i isums8_q8_0(const uint8_t *const *row, int64_t b, const int8_t *x, int32_t xs) {
+    const __m256i bias = _mm256_set1_epi8((char)0x80), xv = load256(x);
+    __m256i v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        v[i] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(load256(row[i] + b * 34 + 2), bias), xv);
+    /* 8 x 8 lanes -> the 8 rows' sums (128-bit half h of u0 = rows 0..3's sums of their half h) */
+    __m256i t[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        t[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    const __m256i u0 = _mm256_add_epi32(_mm256_unpacklo_epi64(t[0], t[1]), _mm256_unpackhi_epi64(t[0], t[1]));
+    const __m256i u1 = _mm256_add_epi32(_mm256_unpacklo_epi64(t[2], t[3]), _mm256_unpackhi_epi64(t[2], t[3]));
+    const __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31));
+    return _mm256_sub_epi32(s, _mm256_set1_epi32(128 * xs));
+}
+
+/* The f16 scales of block b of 8 rows, as f32. */
+ALWAYS_INLINE __m256 scales8_q8_0(const uint8_t *const *row, int64_t b) {
+    uint16_t h[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) memcpy(&h[i], row[i] + b * 34, 2);
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)h[0], (short)h[1], (short)h[2], (short)h[3], (short)h[4],
+                                          (short)h[5], (short)h[6], (short)h[7]));
+}
+
+/* Whole Q8_0 rows of the file layout (kernels.h, ds4rt_rows_fn), 8 rows at a time with a row in
+ * each vector lane: lane set L[j] of the 8 rows gets the term (d_w * d_x) * sum of every block
+ * b with b % 8 == j, in block order from +0, and y = ds4rt_reduce8 of the lane sets, as in every
+ * other path. Rows of short columns (the DSpark Markov head's 64) cost a dot-kernel call each
+ * through the product driver; here a block of 8 rows is a few instructions. A last partial
+ * tile repeats its last row in the spare lanes and stores only its own rows. */
+void ds4rt_rows_q8_0_vnni(const uint8_t *w, uint64_t rb, int64_t nr, const ds4rt_act *a, int64_t t0, int64_t nt,
+                          float *y, int64_t ys) {
+    const int64_t nb = a->cols / 32;
+    for (int64_t r0 = 0; r0 < nr; r0 += 8) {
+        const int m = nr - r0 < 8 ? (int)(nr - r0) : 8;
+        const uint8_t *row[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) row[i] = w + (size_t)(r0 + (i < m ? i : m - 1)) * rb;
+        for (int64_t t = t0; t < t0 + nt; t++) {
+            const int8_t *xq = ds4rt_act_qs(a, t);
+            const float *xd = ds4rt_act_d(a, t);
+            const int32_t *xs = ds4rt_act_sum32(a, t);
+            __m256 L[8];
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) L[j] = _mm256_setzero_ps();
+            for (int64_t b8 = 0; b8 < nb; b8 += 8) {
+#pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) {
+                    const int64_t b = b8 + j;
+                    if (b < nb) {
+                        const __m256 ds = _mm256_mul_ps(scales8_q8_0(row, b), _mm256_set1_ps(xd[b]));
+                        const __m256i is = isums8_q8_0(row, b, xq + b * 32, xs[b]);
+                        L[j] = _mm256_add_ps(L[j], _mm256_mul_ps(ds, _mm256_cvtepi32_ps(is)));
+                    }
+                }
+            }
+            const __m256 res = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(L[0], L[4]), _mm256_add_ps(L[2], L[6])),
+                                             _mm256_add_ps(_mm256_add_ps(L[1], L[5]), _mm256_add_ps(L[3], L[7])));
+            _mm256_mask_storeu_ps(y + (t - t0) * ys + r0, (__mmask8)((1u << m) - 1u), res);
+        }
+    }
 }
