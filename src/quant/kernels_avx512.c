@@ -86,35 +86,64 @@ ALWAYS_INLINE __m256 hi256_ps(__m512 v) { return _mm256_castpd_ps(_mm512_extract
 ALWAYS_INLINE void rows_tile_float(int kind, const uint8_t *w, int64_t rs, const int R, const ds4rt_act *a,
                                    int64_t t0, const int T, float *y, int64_t ys, int64_t yrs) {
     const int64_t esz = kind == 0 ? 4 : 2, cols = a->cols;
-    const float *x[4];
-    __m512 c0[4], c1[4];
-#pragma GCC unroll 4
+    const float *x[8];
+    __m512 c0[8], c1[8];
+#pragma GCC unroll 8
     for (int t = 0; t < T; t++) x[t] = ds4rt_act_f32(a, t0 + t);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) c0[i] = c1[i] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) c0[i] = c1[i] = _mm512_setzero_ps();
     for (int64_t i = 0; i < cols; i += 32) {
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const __m512 w0 = load16_w(kind, w + r * rs + esz * i), w1 = load16_w(kind, w + r * rs + esz * (i + 16));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int t = 0; t < T; t++) {
                 c0[r * T + t] = _mm512_add_ps(c0[r * T + t], _mm512_mul_ps(w0, _mm512_loadu_ps(x[t] + i)));
                 c1[r * T + t] = _mm512_add_ps(c1[r * T + t], _mm512_mul_ps(w1, _mm512_loadu_ps(x[t] + i + 16)));
             }
         }
     }
-    __m256 v[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
+    __m256 v[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
         v[i] = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(c0[i]), hi256_ps(c0[i])),
                              _mm256_add_ps(_mm512_castps512_ps256(c1[i]), hi256_ps(c1[i])));
-    rows_store(reduce8x4(v[0], v[1], v[2], v[3]), R, T, y, ys, yrs);
+    if (R * T <= 4) {
+        rows_store(reduce8x4(v[0], v[1], v[2], v[3]), R, T, y, ys, yrs);
+        return;
+    }
+    /* one row, T tokens: results t at y[t * ys] */
+    float o[8];
+    _mm_storeu_ps(o, reduce8x4(v[0], v[1], v[2], v[3]));
+    _mm_storeu_ps(o + 4, reduce8x4(v[4], v[5], v[6], v[7]));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) y[t * ys] = o[t];
 }
 
+/* Five or more tokens: one row at a time with all of them (tiles of up to 8), so that a row's
+ * weights are converted once for 5 to 8 tokens rather than once per tile of 3 or 4. */
 #define DEF_FLOAT_ROWS(name)                                                                         \
     static void rows_##name(const uint8_t *w, uint64_t rb, int64_t nr, const ds4rt_act *a, int64_t t0, \
                             int64_t nt, float *y, int64_t ys) {                                      \
-        ROWS_LOOP(TILE_##name);                                                                      \
+        if (nt < 5) {                                                                                \
+            ROWS_LOOP(TILE_##name);                                                                  \
+            return;                                                                                  \
+        }                                                                                            \
+        const int64_t tiles = (nt + 7) / 8;                                                          \
+        for (int64_t r = 0; r < nr; r++) {                                                           \
+            int64_t t = 0;                                                                           \
+            for (int64_t k = 0; k < tiles; k++) {                                                    \
+                const int64_t T = (nt - t + (tiles - k) - 1) / (tiles - k);                          \
+                float *yt = y + t * ys + r;                                                          \
+                switch (T) {                                                                         \
+                case 5: TILE_##name(w + r * rb, rb, 1, t0 + t, 5, yt, 1); break;                     \
+                case 6: TILE_##name(w + r * rb, rb, 1, t0 + t, 6, yt, 1); break;                     \
+                case 7: TILE_##name(w + r * rb, rb, 1, t0 + t, 7, yt, 1); break;                     \
+                default: TILE_##name(w + r * rb, rb, 1, t0 + t, 8, yt, 1); break;                    \
+                }                                                                                    \
+                t += T;                                                                              \
+            }                                                                                        \
+        }                                                                                            \
     }
 #define TILE_f32(wr, rs, R, t, T, yr, yrs) rows_tile_float(0, wr, (int64_t)(rs), R, a, t, T, yr, ys, yrs)
 #define TILE_f16(wr, rs, R, t, T, yr, yrs) rows_tile_float(1, wr, (int64_t)(rs), R, a, t, T, yr, ys, yrs)
