@@ -135,7 +135,8 @@ ALWAYS_INLINE void rows_tile_float(int kind, const uint8_t *w, int64_t rs, const
             for (int64_t k = 0; k < tiles; k++) {                                                    \
                 const int64_t T = (nt - t + (tiles - k) - 1) / (tiles - k);                          \
                 float *yt = y + t * ys + r;                                                          \
-                switch (T) {                                                                         \
+                switch (T) { /* 4 (9 tokens: 5 + 4) to 8 */                                         \
+                case 4: TILE_##name(w + r * rb, rb, 1, t0 + t, 4, yt, 1); break;                     \
                 case 5: TILE_##name(w + r * rb, rb, 1, t0 + t, 5, yt, 1); break;                     \
                 case 6: TILE_##name(w + r * rb, rb, 1, t0 + t, 6, yt, 1); break;                     \
                 case 7: TILE_##name(w + r * rb, rb, 1, t0 + t, 7, yt, 1); break;                     \
