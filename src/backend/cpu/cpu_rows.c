@@ -51,12 +51,19 @@ static bool same_rope(const ds4rt_rope *a, const ds4rt_rope *b) {
            a->yarn_lo == b->yarn_lo && a->yarn_hi == b->yarn_hi;
 }
 
-/* The angles of rope r at pos: kept ones, or computed into a slot (the oldest). */
-static const cpu_rope_angles *rope_angles(cpu_ctx *c, const ds4rt_rope *r, int64_t pos) {
+/* The kept angles of rope r at pos, or NULL. */
+static const cpu_rope_angles *find_angles(const cpu_ctx *c, const ds4rt_rope *r, int64_t pos) {
     for (uint32_t i = 0; i < CPU_ROPE_SLOTS; i++) {
         const cpu_rope_angles *e = &c->rope[i];
         if (e->used && e->pos == pos && same_rope(&e->r, r)) return e;
     }
+    return NULL;
+}
+
+/* The angles of rope r at pos: kept ones, or computed into a slot (the oldest). */
+static const cpu_rope_angles *rope_angles(cpu_ctx *c, const ds4rt_rope *r, int64_t pos) {
+    const cpu_rope_angles *k = find_angles(c, r, pos);
+    if (k != NULL) return k;
     cpu_rope_angles *e = &c->rope[c->rope_next];
     c->rope_next = (c->rope_next + 1) % CPU_ROPE_SLOTS;
     e->r = *r;
@@ -66,41 +73,84 @@ static const cpu_rope_angles *rope_angles(cpu_ctx *c, const ds4rt_rope *r, int64
     return e;
 }
 
-ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
-                      int sign, ds4rt_df32 x) {
-    const int64_t pos0 = pass_pos0(in);
+/* Row-wise ops split over the pool by rows: a row's result never depends on who computes it,
+ * and at 2 threads these per-row steps of a verify pass (RoPE of every head, the FP8/FP4
+ * simulations, the indexer's Hadamard) ran on the calling thread alone while the other waited. */
+typedef struct {
+    cpu_ctx *c;
+    const ds4rt_rope *r;
+    int64_t pos0;
+    uint32_t heads, dim, stride, width;
+    int sign;
+    float *x;
+} row_job;
+
+static void rope_rows(void *vj, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const row_job *j = vj;
+    const ds4rt_rope *r = j->r;
     double cs[DS4RT_MAX_ROPE_PAIRS], sn[DS4RT_MAX_ROPE_PAIRS];
-    float *xp = F(x);
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         const double *ci = cs, *si = sn;
-        if (r->n_rot / 2 <= CPU_ROPE_PAIRS) {
-            const cpu_rope_angles *e = rope_angles(cpu(ctx), r, pos0 + i);
+        /* cpu_rope filled the angles of every row in before the split: here they are only read */
+        const cpu_rope_angles *e = find_angles(j->c, r, j->pos0 + i);
+        if (e != NULL) {
             ci = e->cs;
             si = e->sn;
         } else {
-            ds4rt_rope_angles(r, pos0 + i, cs, sn);
+            ds4rt_rope_angles(r, j->pos0 + i, cs, sn);
         }
-        float *row = xp + (size_t)i * heads * dim;
-        for (uint32_t h = 0; h < heads; h++) ds4rt_rope_apply(row + (size_t)h * dim, dim, r, ci, si, sign);
+        float *row = j->x + (size_t)i * j->heads * j->dim;
+        for (uint32_t h = 0; h < j->heads; h++) ds4rt_rope_apply(row + (size_t)h * j->dim, j->dim, r, ci, si, j->sign);
     }
+}
+
+ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
+                      int sign, ds4rt_df32 x) {
+    cpu_ctx *c = cpu(ctx);
+    const int64_t pos0 = pass_pos0(in);
+    /* the kept angles are filled here, on the calling thread, so the split only reads them;
+     * a pass of more rows than the slots computes the angles per row instead */
+    const bool keep = r->n_rot / 2 <= CPU_ROPE_PAIRS && n <= CPU_ROPE_SLOTS;
+    for (int64_t i = 0; keep && i < n; i++) rope_angles(c, r, pos0 + i);
+    row_job j = {.c = c, .r = r, .pos0 = pos0, .heads = heads, .dim = dim, .sign = sign, .x = F(x)};
+    ds4rt_pool_parallel_for(c->pool, n, 2, rope_rows, &j);
     return DS4RT_OK;
 }
 
+static void fp8_rows(void *vj, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const row_job *j = vj;
+    for (int64_t i = i0; i < i1; i++) ds4rt_fp8_roundtrip(j->x + (size_t)i * j->stride, j->width);
+}
+
+static void fp4_rows(void *vj, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const row_job *j = vj;
+    for (int64_t i = i0; i < i1; i++) ds4rt_fp4_roundtrip(j->x + (size_t)i * j->stride, j->width);
+}
+
+static void hadamard_rows(void *vj, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const row_job *j = vj;
+    for (int64_t i = i0; i < i1; i++) ds4rt_hadamard(j->x + (size_t)i * j->stride, j->width);
+}
+
 ds4rt_status cpu_fp8_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x) {
-    (void)ctx;
-    for (int64_t r = 0; r < rows; r++) ds4rt_fp8_roundtrip(F(x) + (size_t)r * stride, width);
+    row_job j = {.stride = stride, .width = width, .x = F(x)};
+    ds4rt_pool_parallel_for(cpu(ctx)->pool, rows, 2, fp8_rows, &j);
     return DS4RT_OK;
 }
 
 ds4rt_status cpu_fp4_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x) {
-    (void)ctx;
-    for (int64_t r = 0; r < rows; r++) ds4rt_fp4_roundtrip(F(x) + (size_t)r * stride, width);
+    row_job j = {.stride = stride, .width = width, .x = F(x)};
+    ds4rt_pool_parallel_for(cpu(ctx)->pool, rows, 4, fp4_rows, &j);
     return DS4RT_OK;
 }
 
 ds4rt_status cpu_hadamard(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x) {
-    (void)ctx;
-    for (int64_t r = 0; r < rows; r++) ds4rt_hadamard(F(x) + (size_t)r * width, width);
+    row_job j = {.stride = width, .width = width, .x = F(x)};
+    ds4rt_pool_parallel_for(cpu(ctx)->pool, rows, 4, hadamard_rows, &j);
     return DS4RT_OK;
 }
 
