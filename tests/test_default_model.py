@@ -55,9 +55,10 @@ def test_embedded_files_match_their_checksums():
 
 # Accepted drafts per verified cycle that the shipped drafter must reach on the held-out prompts
 # (48 tokens each, every cycle drafting a full block): a drafter right by chance accepts about
-# 1/V = 0.0002; the first drafter reached 0.44, the retrained one 0.96, the second run's
-# (shipped now) 1.27 (docs/MODELS.md), so a return to an earlier drafter's level fails here.
-MIN_ACCEPTED_PER_CYCLE = 1.0
+# 1/V = 0.0002; the first drafter reached 0.44, the retrained one 0.96, the second run's 1.27,
+# the third run's (shipped now) 1.94 (docs/MODELS.md), so a return to an earlier drafter's
+# level fails here.
+MIN_ACCEPTED_PER_CYCLE = 1.5
 
 
 def test_the_drafter_drafts_for_the_target():
@@ -69,8 +70,8 @@ def test_the_drafter_drafts_for_the_target():
     st = s.spec_stats()
     assert out.ids == m.session().generate(prompt, max_tokens=48).ids
     # a drafter trained on the target's continuations accepts far more than chance (1/V: 30
-    # drafts give 0.007). The answer is 16 tokens and an EOS; the shipped drafter accepts 9
-    # drafts in 6 cycles there (the previous pair's answer was 5 tokens, 1 draft in 3 cycles)
+    # drafts give 0.007). The answer is 16 tokens and an EOS; the shipped drafter accepts 10
+    # drafts in 5 cycles there (the second run's 9 in 6, the first pair's answer was 5 tokens)
     assert st["accepted_draft"] >= 4, st
     accepted = cycles = 0
     for text in HELDOUT_PROMPTS:
@@ -110,7 +111,11 @@ def test_ds4rt_drafts_what_pytorch_drafts():
     res = agree.drafter_check(model, d, dr, seq, range(len(prompt) - 1, len(seq) - 6, 4), TIE)
     e = np.concatenate([r["rel_err"] for r in res])
     assert all(r["ok"] for r in res), res
-    assert float(np.median(e)) <= 0.03 and e.max() <= 0.35, e
+    # the logits' error is Q8_0 rounding of the activations through three stages (every draft
+    # above is PyTorch's argmax or within its rounding slack). Measured on 3 held-out prompts:
+    # the 2026-12-06 drafter median 2.3 %, max 48 %; the longer-trained 2026-12-07 one (larger
+    # weights) median 3.1 %, max 45 %: a real mismatch (a wrong stage, row or head) gives ~100 %.
+    assert float(np.median(e)) <= 0.05 and e.max() <= 0.6, e
     assert max(r["conf_err"] for r in res) <= 0.1, res
 
 
