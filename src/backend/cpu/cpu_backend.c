@@ -129,6 +129,7 @@ static void cpu_ctx_free(ds4rt_bctx *ctx) {
     cpu_ctx *c = cpu(ctx);
     ds4rt_backend_account(ctx->be, DS4RT_MEM_SCRATCH, -(int64_t)c->ws.bytes);
     cpu_workspace_free(&c->ws);
+    cpu_comp_saved_free(c);
     ds4rt_pool_destroy(c->pool);
     free(c);
 }

@@ -1,9 +1,11 @@
 /*
  * cpu_compressor.c - the raw KV ring and the streaming KV compressor with per-feature softmax
  * pooling on the CPU (docs/MODEL.md, "Compressors" and "Rollback"): push, emission, the
- * snapshot before a pass and the journal replay of a rollback.
+ * snapshot before a pass (lazy: the slots a pass writes are saved as it first writes them) and
+ * the journal replay of a rollback.
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "cpu_internal.h"
 #include "cpu_math.h"
@@ -103,8 +105,72 @@ ds4rt_status cpu_kv_store(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t d
     return DS4RT_OK;
 }
 
+/* ---- the lazy snapshot (cpu_internal.h, cpu_comp_saved) ---------------------------------------- */
+
+static cpu_comp_saved *saved_find(cpu_ctx *c, const ds4rt_comp_state *cs) {
+    const float *kv = F(cs->kv);
+    for (uint32_t i = 0; i < c->n_comp; i++)
+        if (c->comp[i].kv == kv) return &c->comp[i];
+    return NULL;
+}
+
+/* The entry of cs, added (all slots unsaved) if it has none. */
+static ds4rt_status saved_get(cpu_ctx *c, const ds4rt_comp_state *cs, cpu_comp_saved **out) {
+    cpu_comp_saved *e = saved_find(c, cs);
+    if (e == NULL) {
+        if (c->n_comp == c->cap_comp) {
+            uint32_t cap = c->cap_comp ? 2 * c->cap_comp : 16;
+            cpu_comp_saved *grown = realloc(c->comp, cap * sizeof *grown);
+            if (grown == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "compressor snapshot bookkeeping");
+            c->comp = grown;
+            c->cap_comp = cap;
+        }
+        e = &c->comp[c->n_comp];
+        *e = (cpu_comp_saved){.kv = F(cs->kv)};
+    }
+    if (e->rows != cs->rows) { /* new, or a buffer reused for another shape */
+        uint8_t *saved = realloc(e->saved, cs->rows);
+        if (saved == NULL) return ds4rt_fail(DS4RT_ERR_OUT_OF_MEMORY, "compressor snapshot bookkeeping");
+        e->saved = saved;
+        e->rows = cs->rows;
+    }
+    if (e == &c->comp[c->n_comp]) c->n_comp++;
+    *out = e;
+    return DS4RT_OK;
+}
+
+void cpu_comp_saved_free(cpu_ctx *c) {
+    for (uint32_t i = 0; i < c->n_comp; i++) free(c->comp[i].saved);
+    free(c->comp);
+    c->comp = NULL;
+    c->n_comp = c->cap_comp = 0;
+}
+
+/* Saves frontier slot `slot` into the snapshot unless it already holds the slot's state at the
+ * last comp_snapshot. */
+static void save_slot(const ds4rt_comp_state *cs, cpu_comp_saved *e, uint32_t slot) {
+    if (e->saved[slot]) return;
+    const size_t off = (size_t)slot * cs->width, bytes = cs->width * sizeof(float);
+    memcpy(F(cs->snap_kv) + off, F(cs->kv) + off, bytes);
+    memcpy(F(cs->snap_score) + off, F(cs->score) + off, bytes);
+    e->saved[slot] = 1;
+}
+
+/* Saves every slot that push() at `pos` writes: its own slot and, when it closes a block of an
+ * overlapping compressor, the first half it moves the block into. */
+static void save_push_slots(const ds4rt_comp_desc *c, const ds4rt_comp_state *cs, cpu_comp_saved *e, int64_t pos) {
+    const uint32_t R = c->ratio, r = (uint32_t)(pos % R);
+    const bool overlap = R == 4;
+    save_slot(cs, e, overlap ? R + r : r);
+    if (overlap && (pos + 1) % R == 0)
+        for (uint32_t i = 0; i < R; i++) save_slot(cs, e, i);
+}
+
 ds4rt_status cpu_comp_reset(ds4rt_bctx *ctx, const ds4rt_comp_state *cs) {
-    (void)ctx;
+    /* the snapshot must still give the frontier of before the reset (as a full copy did) */
+    cpu_comp_saved *e = saved_find(cpu(ctx), cs);
+    if (e != NULL)
+        for (uint32_t i = 0; i < cs->rows; i++) save_slot(cs, e, i);
     size_t n = (size_t)cs->rows * cs->width;
     memset(F(cs->kv), 0, n * sizeof(float));
     float *sc = F(cs->score);
@@ -113,15 +179,16 @@ ds4rt_status cpu_comp_reset(ds4rt_bctx *ctx, const ds4rt_comp_state *cs) {
 }
 
 ds4rt_status cpu_comp_snapshot(ds4rt_bctx *ctx, const ds4rt_comp_state *cs) {
-    (void)ctx;
-    size_t bytes = (size_t)cs->rows * cs->width * sizeof(float);
-    memcpy(F(cs->snap_kv), F(cs->kv), bytes);
-    memcpy(F(cs->snap_score), F(cs->score), bytes);
+    cpu_comp_saved *e = NULL;
+    TRY(saved_get(cpu(ctx), cs, &e));
+    memset(e->saved, 0, e->rows);
     return DS4RT_OK;
 }
 
 ds4rt_status cpu_comp_update(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, const ds4rt_comp_desc *c,
                              const ds4rt_comp_state *cs, ds4rt_df32 u, ds4rt_df32 g) {
+    cpu_comp_saved *e = saved_find(cpu(ctx), cs);
+    if (e == NULL) return ds4rt_fail(DS4RT_ERR_INTERNAL, "compressor update without a snapshot");
     const int64_t pos0 = pass_pos0(in);
     const uint32_t w = cs->width;
     frontier f = host_frontier(cs);
@@ -130,6 +197,7 @@ ds4rt_status cpu_comp_update(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, const d
         float *jr = F(cs->journal) + (size_t)i * 2 * w;
         memcpy(jr, ui, w * sizeof(float));
         memcpy(jr + w, gi, w * sizeof(float));
+        save_push_slots(c, cs, e, pos0 + i);
         push(c, &f, ui, gi, pos0 + i, F(cs->out), cpu(ctx)->ws.comp_tmp);
     }
     return DS4RT_OK;
@@ -137,11 +205,17 @@ ds4rt_status cpu_comp_update(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, const d
 
 ds4rt_status cpu_comp_rollback(ds4rt_bctx *ctx, const ds4rt_comp_desc *c, const ds4rt_comp_state *cs,
                                int64_t batch_start, int64_t keep) {
-    size_t bytes = (size_t)cs->rows * cs->width * sizeof(float);
-    memcpy(F(cs->kv), F(cs->snap_kv), bytes);
-    memcpy(F(cs->score), F(cs->snap_score), bytes);
-    frontier f = host_frontier(cs);
+    const cpu_comp_saved *e = saved_find(cpu(ctx), cs);
+    if (e == NULL) return ds4rt_fail(DS4RT_ERR_INTERNAL, "compressor rollback without a snapshot");
     const uint32_t w = cs->width;
+    /* the slots not saved are unchanged since the snapshot; the replay writes only saved ones */
+    for (uint32_t slot = 0; slot < cs->rows; slot++) {
+        if (!e->saved[slot]) continue;
+        const size_t off = (size_t)slot * w;
+        memcpy(F(cs->kv) + off, F(cs->snap_kv) + off, w * sizeof(float));
+        memcpy(F(cs->score) + off, F(cs->snap_score) + off, w * sizeof(float));
+    }
+    frontier f = host_frontier(cs);
     for (int64_t i = 0; i < keep; i++) {
         const float *jr = F(cs->journal) + (size_t)i * 2 * w;
         push(c, &f, jr, jr + w, batch_start + i, F(cs->out), cpu(ctx)->ws.comp_tmp);

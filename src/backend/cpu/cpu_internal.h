@@ -25,6 +25,16 @@ typedef struct cpu_rope_angles {
     double cs[CPU_ROPE_PAIRS], sn[CPU_ROPE_PAIRS];
 } cpu_rope_angles;
 
+/* The lazy snapshot of one compressor state (cpu_compressor.c): comp_snapshot copies nothing;
+ * the first push of a pass into a frontier slot saves that slot first, and a rollback restores
+ * only the saved slots. A decode writes one slot of 128 in a ratio-128 frontier, so copying the
+ * whole frontier before every pass (1 MB on the default model) cost more than the pass's pushes. */
+typedef struct cpu_comp_saved {
+    const float *kv;  /* the frontier it belongs to (the key) */
+    uint32_t rows;
+    uint8_t *saved;   /* [rows]: 1 if the slot's state at the snapshot is in snap_kv/snap_score */
+} cpu_comp_saved;
+
 typedef struct cpu_ctx {
     ds4rt_bctx base;     /* first: the composition sees only this */
     ds4rt_pool *pool;
@@ -33,6 +43,8 @@ typedef struct cpu_ctx {
     uint32_t rope_next; /* the slot to replace next */
     double marks[DS4RT_MARK_SLOTS]; /* stage-timer marks: host clock, ms */
     uint32_t marked;                /* bit per slot that holds a mark */
+    cpu_comp_saved *comp;           /* one per compressor state snapshotted in this context */
+    uint32_t n_comp, cap_comp;
 } cpu_ctx;
 
 static inline cpu_ctx *cpu(ds4rt_bctx *ctx) { return (cpu_ctx *)ctx; }
@@ -105,6 +117,7 @@ ds4rt_status cpu_grouped_out(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n
 ds4rt_status cpu_kv_store(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t dim, ds4rt_df32 src, ds4rt_df32 ring,
                           uint32_t ring_cap);
 ds4rt_status cpu_comp_reset(ds4rt_bctx *ctx, const ds4rt_comp_state *cs);
+void cpu_comp_saved_free(cpu_ctx *c);
 ds4rt_status cpu_comp_snapshot(ds4rt_bctx *ctx, const ds4rt_comp_state *cs);
 ds4rt_status cpu_comp_update(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, const ds4rt_comp_desc *c,
                              const ds4rt_comp_state *cs, ds4rt_df32 u, ds4rt_df32 g);
