@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "cpu_internal.h"
+#include "cpu_math.h"
 #include "kernels.h"
 #include "topk.h"
 
@@ -62,10 +63,9 @@ static void head_output(const head_job *j, int64_t h, float *sc) {
         if (sc[k] > mx) mx = sc[k];
     }
     double den = exp((double)j->sinks[h] - mx);
-    for (int64_t k = 0; k < j->n_keys; k++) {
-        sc[k] = expf(sc[k] - mx);
-        den += sc[k];
-    }
+    for (int64_t k = 0; k < j->n_keys; k++) sc[k] -= mx;
+    ds4rt_expf_rows(sc, j->n_keys);
+    for (int64_t k = 0; k < j->n_keys; k++) den += sc[k];
     float *o = j->out + (size_t)h * j->d;
     const float inv = (float)(1.0 / den);
     /* o[i] = (sum over keys, in order, of w_k v_k[i]) * inv, OCHUNK dims at a time so that

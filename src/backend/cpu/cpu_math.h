@@ -29,6 +29,17 @@ void ds4rt_rms_norm_rows(const float *x, int64_t rows, int64_t stride, int64_t n
 static inline float ds4rt_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float ds4rt_silu(float x) { return x / (1.0f + expf(-x)); }
 
+/* x[i] = expf(x[i]), bitwise the C library's expf: 8 at a time (cpu_expf_fma.c) where that is
+ * proven equal to it (glibc >= 2.28 on a CPU with AVX2 and FMA: tests/expf_exhaustive.c checks
+ * all 2^32 inputs), else the library's expf per element. SwiGLU and the attention softmax call
+ * expf 17 k times a token on the default model. */
+void ds4rt_expf_rows(float *x, int64_t n);
+/* Whether ds4rt_expf_rows takes the vector form on this machine. */
+bool ds4rt_expf_rows_vector(void);
+#if defined(__x86_64__)
+void ds4rt_expf_rows_fma(float *x, int64_t n); /* cpu_expf_fma.c: needs AVX2 and FMA */
+#endif
+
 /* Hyper-connection "pre" coefficients from the mixing logits m[(2+N)*N] (already Φ·normed):
  * pre[N], post[N], comb[N*N] (row-major, Sinkhorn-normalised). */
 void ds4rt_hc_coefficients(const float *m, const float *scale, const float *base, uint32_t n_hc,

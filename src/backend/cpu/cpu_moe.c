@@ -13,11 +13,22 @@ static float sqrt_softplus(float x) {
     return (float)sqrt(sp);
 }
 
+/* h = silu(min(g, c)) * clamp(u, -c, c) * weight, with silu(x) = x / (1 + expf(-x)) as
+ * ds4rt_silu computes it; the expf of a chunk at once (ds4rt_expf_rows). h may alias g. */
 static void swiglu(const float *g, const float *u, int64_t n, float c, float weight, float *h) {
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i] < c ? g[i] : c;
-        float ui = u[i] < -c ? -c : (u[i] > c ? c : u[i]);
-        h[i] = ds4rt_silu(gi) * ui * weight;
+    enum { CHUNK = 64 };
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        const int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        float gc[CHUNK], e[CHUNK];
+        for (int64_t i = 0; i < m; i++) {
+            gc[i] = g[i0 + i] < c ? g[i0 + i] : c;
+            e[i] = -gc[i];
+        }
+        ds4rt_expf_rows(e, m);
+        for (int64_t i = 0; i < m; i++) {
+            float ui = u[i0 + i] < -c ? -c : (u[i0 + i] > c ? c : u[i0 + i]);
+            h[i0 + i] = gc[i] / (1.0f + e[i]) * ui * weight;
+        }
     }
 }
 
