@@ -696,7 +696,8 @@ typedef struct ds4rt_scheduler_params {
                                 least what keeps probing's expected loss under 1 % of the
                                 time, up to probe_max (256; 64 before 1.3) */
     int32_t probe_max;       /*   (see probe_min) */
-    float history_decay;     /* adaptive: weight of the past in acceptance/cost averages (0.9) */
+    float history_decay;     /* adaptive: weight of the past in acceptance/cost averages (0.99;
+                                0.9 in libraries before 2026-12-07) */
     float confidence_weight; /* adaptive: weight of the drafter's confidences vs history (0.5) */
     int32_t measured_costs;  /* nonzero (default): time the passes; 0: use the fixed ratios below,
                                 so scheduling (and sampled output) is reproducible run to run */

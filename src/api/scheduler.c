@@ -20,7 +20,11 @@ static void scheduler_params_defaults(void *out) {
     p->warmup_cycles = 1; /* a warm-up cycle is a probe: one is enough to start deciding */
     p->probe_min = 4;
     p->probe_max = 256;   /* the probe budget, not this cap, sets the gap of a useless drafter */
-    p->history_decay = 0.9f;
+    /* a long memory: with 0.9 a short run of misses made the estimates look unprofitable, the
+     * scheduler stopped drafting, and only its rare probes (one observation of the first
+     * positions each) could lift them again, so a drafter that pays on average was starved
+     * where a proposal is dear (docs/PERFORMANCE.md, "The adaptive scheduler's memory") */
+    p->history_decay = 0.99f;
     p->confidence_weight = 0.5f;
     p->measured_costs = 1;
     p->verify_cost_base = 0.8f;
@@ -189,6 +193,7 @@ int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reaso
         note_plan(s, a, L);
         s->skip_run = 0;
         *probe = s->probing = true;
+        s->probe_room = max_draft;
         return L;
     }
     int32_t best = 0;
@@ -208,6 +213,7 @@ int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reaso
     if (s->skip_run >= s->probe_gap) { /* look again: acceptance or costs may have changed */
         s->skip_run = 0;
         *probe = s->probing = true;
+        s->probe_room = max_draft;
         int32_t L = max_draft < PROBE_LEN ? max_draft : PROBE_LEN; /* short: a probe is a measurement */
         note_plan(s, a, L);
         return L;
@@ -265,13 +271,15 @@ void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, doub
         ema(&s->acc_all, hit, k, 1 + s->tries_all++);
     }
     if (s->probing) {
-        /* a probe that would not be chosen again widens the wait before the next one: at least
-         * doubled, and at least the gap over whose plain decodes its expected loss stays under
-         * PROBE_BUDGET */
+        /* a probe after which the plan would not draft widens the wait before the next one: at
+         * least doubled, and at least the gap over whose plain decodes its expected loss stays
+         * under PROBE_BUDGET. "Would draft" looks at every length the probe's cycle allowed, not
+         * only the probe's 2: where a proposal costs much more than a verified token (a GPU),
+         * 2 drafts never pay although 5 do, and judging by 2 kept such a drafter skipped. */
         double a[DS4RT_SCHED_MAX];
         estimates(s, a);
         bool pays = false;
-        for (int32_t L = 1; L <= drafted && L <= DS4RT_SCHED_MAX; L++)
+        for (int32_t L = 1; L <= s->probe_room && L <= DS4RT_SCHED_MAX; L++)
             pays |= rate(s, a, L, false) > rate(s, a, 0, false);
         int32_t first = s->p.probe_min > 0 ? s->p.probe_min : 1;
         if (pays) {

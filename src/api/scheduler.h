@@ -49,6 +49,7 @@ typedef struct ds4rt_sched {
     int32_t skip_run;                /* consecutive cycles skipped */
     int32_t probe_gap;
     bool probing;                    /* the current proposal is a probe */
+    int32_t probe_room;              /* the longest draft the cycle of that probe allowed */
     /* the last plan, for the schedule log */
     double plan_rate_skip, plan_rate, plan_expected, plan_decode, plan_propose, plan_verify;
     double plan_acc[DS4RT_SCHED_MAX];
