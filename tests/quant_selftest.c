@@ -252,6 +252,75 @@ static void check_x8(const char *isa, ds4rt_pool *pool1, ds4rt_pool *pool3) {
         fail(isa, "Q8_0 X8", "an X8 weight of 288 columns was accepted");
 }
 
+/* The R16 layout (repack.h): Q8_0 matrices of up to 384 columns in panels of 16 rows give
+ * bitwise the scalar path's result on the file's bytes, alone, in batches (1 and 3 threads: the
+ * pool's chunks do not fall on panel boundaries), every token alone and in sub-batches, and
+ * inside a matmul batch beside X8 and file-layout jobs; shapes it cannot hold are refused. */
+static void check_r16(const char *isa, ds4rt_pool *pool1, ds4rt_pool *pool3) {
+    static const int64_t col_list[] = {256, 128, 384, 256};
+    static const int64_t row_list[] = {64, 48, 32, 528}; /* 528: 33 panels, not a multiple of 4 */
+    for (size_t v = 0; v < sizeof col_list / sizeof col_list[0]; v++) {
+        const int64_t cols = col_list[v], rows = row_list[v], n_tok = 17;
+        const uint64_t rb = (uint64_t)cols / 32 * 34;
+        uint8_t *w = malloc((size_t)(rb * rows)), *wr = malloc((size_t)(rb * rows)), *w8 = malloc((size_t)(rb * rows));
+        float *x = malloc(sizeof(float) * (size_t)(n_tok * cols));
+        float *y_ref = malloc(sizeof(float) * (size_t)(n_tok * rows)), *y = malloc(sizeof(float) * (size_t)(n_tok * rows));
+        for (int64_t r = 0; r < rows; r++) random_weights(DS4RT_TYPE_Q8_0, w + r * rb, 1, cols);
+        for (int64_t i = 0; i < n_tok * cols; i++) x[i] = rnd_normal() * (i % 97 == 0 ? 40.0f : 1.0f);
+        ds4rt_repack_q8_0_r16(w, wr, rows, cols, rb);
+        ds4rt_repack_q8_0_x8(w, w8, rows, cols, rb);
+        const ds4rt_weight wt = {.type = DS4RT_TYPE_Q8_0, .data = w, .rows = rows, .cols = cols, .row_bytes = rb};
+        ds4rt_weight wrt = wt, w8t = wt;
+        wrt.data = wr;
+        wrt.layout = DS4RT_LAYOUT_Q8_0_R16;
+        w8t.data = w8;
+        w8t.layout = DS4RT_LAYOUT_Q8_0_X8;
+        ds4rt_cpu_isa_set("scalar");
+        if (ds4rt_matmul(pool1, &wt, x, n_tok, y_ref) != DS4RT_OK) fail(isa, "Q8_0 R16", ds4rt_last_error());
+        ds4rt_cpu_isa_set(isa);
+        if (ds4rt_matmul(pool1, &wrt, x, n_tok, y) != DS4RT_OK || !same_bits(y, y_ref, (size_t)(n_tok * rows)))
+            fail(isa, "Q8_0 R16", "batch of 17 (1 thread) differs from the scalar path on the file layout");
+        if (ds4rt_matmul(pool3, &wrt, x, n_tok, y) != DS4RT_OK || !same_bits(y, y_ref, (size_t)(n_tok * rows)))
+            fail(isa, "Q8_0 R16", "batch of 17 (3 threads) differs from the scalar path on the file layout");
+        for (int64_t t = 0; t < n_tok; t++)
+            if (ds4rt_matmul(pool3, &wrt, x + t * cols, 1, y) != DS4RT_OK ||
+                !same_bits(y, y_ref + t * rows, (size_t)rows))
+                fail(isa, "Q8_0 R16", "n_tok=1 differs from the batched result");
+        for (int64_t nb = 2; nb < n_tok; nb++) {
+            const int64_t t0 = (nb * 5) % (n_tok - nb + 1);
+            if (ds4rt_matmul(pool3, &wrt, x + t0 * cols, nb, y) != DS4RT_OK ||
+                !same_bits(y, y_ref + t0 * rows, (size_t)(nb * rows)))
+                fail(isa, "Q8_0 R16", "a sub-batch differs from the full batch");
+        }
+        /* one dispatch with X8 and file-layout jobs reading the same rows */
+        float *y2 = malloc(sizeof(float) * (size_t)(3 * rows)), *y3 = malloc(sizeof(float) * (size_t)(3 * rows));
+        const ds4rt_matmul_job jobs[3] = {{.w = w8t, .x = x, .n_tok = 3, .y = y2},
+                                          {.w = wrt, .x = x, .n_tok = 3, .y = y},
+                                          {.w = wt, .x = x, .n_tok = 3, .y = y3}};
+        if (ds4rt_matmul_batch(pool3, jobs, 3) != DS4RT_OK || !same_bits(y, y_ref, (size_t)(3 * rows)) ||
+            !same_bits(y2, y_ref, (size_t)(3 * rows)) || !same_bits(y3, y_ref, (size_t)(3 * rows)))
+            fail(isa, "Q8_0 R16", "R16, X8 and file-layout jobs of one batch differ from the scalar path");
+        free(y2);
+        free(y3);
+        free(w);
+        free(wr);
+        free(w8);
+        free(x);
+        free(y_ref);
+        free(y);
+    }
+    /* rows not a multiple of 16, rows longer than 384 columns, padded rows */
+    static uint8_t blk[32 * 16 * 34];
+    static float x[512], y1[32];
+    const ds4rt_weight bad[3] = {
+        {.type = DS4RT_TYPE_Q8_0, .data = blk, .rows = 20, .cols = 256, .row_bytes = 8 * 34, .layout = DS4RT_LAYOUT_Q8_0_R16},
+        {.type = DS4RT_TYPE_Q8_0, .data = blk, .rows = 16, .cols = 512, .row_bytes = 16 * 34, .layout = DS4RT_LAYOUT_Q8_0_R16},
+        {.type = DS4RT_TYPE_Q8_0, .data = blk, .rows = 16, .cols = 256, .row_bytes = 8 * 34 + 2, .layout = DS4RT_LAYOUT_Q8_0_R16}};
+    for (int i = 0; i < 3; i++)
+        if (ds4rt_matmul(pool1, &bad[i], x, 1, y1) != DS4RT_ERR_INVALID_ARGUMENT)
+            fail(isa, "Q8_0 R16", "a weight R16 cannot hold was accepted");
+}
+
 /* parallel_for: every item exactly once, whatever the thread count, size and grain; and pools
  * destroyed right after creation (workers that have not started yet must still stop). */
 typedef struct {
@@ -358,6 +427,7 @@ int main(void) {
         for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) check_type(isas[i], types[k], pool1, pool3);
         for (int rep = 0; rep < 4; rep++) check_batch(isas[i], rep % 2 ? pool3 : pool1);
         check_x8(isas[i], pool1, pool3);
+        check_r16(isas[i], pool1, pool3);
         printf("%s %s: %zu types\n", failures == before ? "OK" : "FAIL", isas[i], sizeof types / sizeof types[0]);
         ran++;
     }

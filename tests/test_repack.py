@@ -1,7 +1,8 @@
-"""Q8_0 weights repacked into the X8 layout at load on the avx512-vnni path (docs/QUANTS.md,
-"The Q8_0 X8 layout"): the model's logits are bitwise those of the file layout (the avx512 path),
-for prompt, decode and verify-sized passes and with the path forced to another one after the
-load; the copy is counted as owned weight memory, and the memory plan predicts it."""
+"""Q8_0 weights repacked into the X8 and R16 layouts at load on the avx512-vnni path
+(docs/QUANTS.md, "The Q8_0 X8 layout", "The Q8_0 R16 layout"): the model's logits are bitwise
+those of the file layout (the avx512 path), for prompt, decode and verify-sized passes and with
+the path forced to another one after the load; the copy is counted as owned weight memory, and
+the memory plan predicts it."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import json, sys
 import numpy as np
 import ds4rt
 from ds4rt import data, ops
-m = ds4rt.Model(data.default_target(), n_threads=2)
+m = ds4rt.Model(sys.argv[3] or data.default_target(), n_threads=2)
 after = sys.argv[2]
 if after:
     ops.set_isa(after)  # a path forced after the load multiplies the weights as they were bound
@@ -43,10 +44,10 @@ print(json.dumps({"isa": ops.isa(), "owned": m.info["memory"]["weights_owned"]})
 """
 
 
-def _run(tmp_path, name, isa, after=""):
+def _run(tmp_path, name, isa, after="", target=""):
     out = tmp_path / f"{name}.npy"
     r = subprocess.run(
-        [sys.executable, "-c", RUN, str(out), after],
+        [sys.executable, "-c", RUN, str(out), after, target],
         env=dict(os.environ, DS4RT_CPU_ISA=isa),
         cwd=tmp_path,  # the installed ds4rt, not the source tree's
         capture_output=True,
@@ -77,3 +78,20 @@ def test_the_memory_plan_counts_the_copies():
         mem = m.info["memory"]
     assert plan["weights"]["owned"] == mem["weights_owned"]
     assert plan["weights"]["total"] == mem["weights"]
+
+
+def test_r16_group_windows_give_the_file_layouts_logits(tmp_path, tmp_path_factory):
+    """A tiny model whose grouped output projection has 8 rows a group (attn_output_a: 4 groups
+    of 8 rows of 384 columns, R16 panels of 16): each group's product takes the panels that hold
+    its rows and keeps its own (src/backend/cpu/cpu_matmul.c)."""
+    import dataclasses
+
+    import tiny_models  # noqa: F401  (puts tools/ on sys.path)
+    import tinymodel
+    from tinymodel import configs
+
+    cfg = dataclasses.replace(configs.QUANT, name="quant-r16-window", G=4, Ro=8)
+    target = str(tinymodel.generate(tmp_path_factory.mktemp("r16win"), config=cfg).target)
+    want, _ = _run(tmp_path, "file", "avx512", target=target)
+    got, _ = _run(tmp_path, "r16", "avx512-vnni", target=target)
+    assert np.array_equal(want, got)

@@ -52,7 +52,7 @@ uint32_t ds4rt_act_type_for(uint32_t wtype, int *ok) {
 
 uint32_t ds4rt_act_type_for_layout(uint32_t wtype, uint32_t layout, int *ok) {
     if (layout == DS4RT_LAYOUT_FILE) return ds4rt_act_type_for(wtype, ok);
-    *ok = layout == DS4RT_LAYOUT_Q8_0_X8 && wtype == DS4RT_TYPE_Q8_0;
+    *ok = (layout == DS4RT_LAYOUT_Q8_0_X8 || layout == DS4RT_LAYOUT_Q8_0_R16) && wtype == DS4RT_TYPE_Q8_0;
     return *ok ? DS4RT_ACT_Q8_0_X8 : 0;
 }
 

@@ -57,6 +57,11 @@ typedef struct ds4rt_cpu_kernels {
      * the dot kernel. */
     ds4rt_rows_fn rows[DS4RT_TYPE_COUNT];
     ds4rt_rows_fn rows_q8_0_x8;
+    /* Q8_0 matrices in the R16 layout (repack.h), with DS4RT_ACT_Q8_0_X8 activations: whole
+     * rows only (a row is at most 384 columns), n_rows a multiple of 16 and w the start of a
+     * panel; every path has one (a portable one where it has no faster). */
+    ds4rt_rows_fn rows_q8_0_r16;
+    int q8_0_r16; /* nonzero: this path wants Q8_0 matrices that fit R16 in it (else q8_0_layout) */
     /* Converts activation row t of `a` from x bitwise as act_quant.c's portable code does and
      * returns 1, or returns 0 for a type it leaves to that code; NULL: always the portable one. */
     int (*act_row)(const ds4rt_act *a, int64_t t, const float *x);
@@ -66,6 +71,9 @@ extern const ds4rt_cpu_kernels ds4rt_kernels_scalar;
 /* The portable X8 kernel (kernels_scalar.c), in every path's table that has no faster one. */
 void ds4rt_dot_q8_0_x8_portable(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok, int64_t k0,
                                 int64_t k1, float *lanes, int64_t lane_stride);
+/* The portable R16 kernel (kernels_scalar.c), likewise. */
+void ds4rt_rows_q8_0_r16_portable(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act,
+                                  int64_t t0, int64_t n_tok, float *y, int64_t y_stride);
 #if defined(__x86_64__) || defined(_M_X64)
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx2;
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx512;
@@ -75,6 +83,8 @@ void ds4rt_dot_q8_0_x8_vnni(const uint8_t *w_row, const ds4rt_act *act, int64_t 
                             int64_t k1, float *lanes, int64_t lane_stride);
 void ds4rt_rows_q8_0_x8_vnni(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act,
                              int64_t t0, int64_t n_tok, float *y, int64_t y_stride);
+void ds4rt_rows_q8_0_r16_vnni(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act,
+                              int64_t t0, int64_t n_tok, float *y, int64_t y_stride);
 void ds4rt_rows_q8_0_vnni(const uint8_t *w, uint64_t row_bytes, int64_t n_rows, const ds4rt_act *act, int64_t t0,
                           int64_t n_tok, float *y, int64_t y_stride); /* file layout */
 int ds4rt_act_row_avx2(const ds4rt_act *a, int64_t t, const float *x); /* act_quant_avx2.c */

@@ -53,5 +53,6 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx2 = {
         [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
     },
     .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_portable,
+    .rows_q8_0_r16 = ds4rt_rows_q8_0_r16_portable,
     .act_row = ds4rt_act_row_avx2,
 };

@@ -12,6 +12,10 @@
  * other path, so the result is bitwise theirs. Per block and token that is one dot-product
  * instruction per 4 bytes instead of sign fix-up, byte and word multiply-adds and a horizontal
  * sum of 8 lanes.
+ *
+ * Short rows (up to 384 columns) are held in the R16 layout instead, 16 rows per panel with a
+ * row in each lane (below): the same integer sums and terms, but the per-result work after the
+ * dot products (scales, conversion, the 8-lane reduction) runs once per 16 rows.
  */
 #include <string.h>
 
@@ -179,6 +183,143 @@ void ds4rt_rows_q8_0_x8_vnni(const uint8_t *w, uint64_t rb, int64_t nr, const ds
                              float *y, int64_t ys) {
     const int64_t groups = a->cols / DS4RT_X8_GROUP_COLS;
     ROWS_LOOP(TILE_X8);
+}
+
+/* ---- Q8_0 rows in the R16 layout (repack.h) -------------------------------------------------- */
+
+ALWAYS_INLINE int32_t load_i32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The f32 terms of block b for P panels (records ps bytes apart from rec) x T tokens (P * T <=
+ * 4): each 64-byte load holds 4 quants of the block of 16 rows, one per 32-bit lane, and
+ * vpdpbusd with the token's 4 quants broadcast adds their products to each row's lane; the
+ * token's bias sum (-128 x its quant sum) starts the first chain, so each lane ends with the
+ * row's exact block sum. Then (d_w * d_x) * sum per row, as every path forms the term. One
+ * result alone runs 4 chains, more run 2 each, so the instruction's latency is covered. xoff and
+ * ks locate the block's quants in the X8 activation (ks 32 in a group, 16 in a half group). */
+ALWAYS_INLINE void r16_terms(const uint8_t *rec, int64_t ps, const int P, const int8_t *const *xq, int64_t xoff,
+                             const int ks, const float *const *xd, const int32_t *const *xb, int64_t b, const int T,
+                             __m512 *term) {
+    const int C = P * T == 1 ? 4 : 2;
+    __m512i s[4][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < P * T; i++) {
+        s[i][0] = _mm512_set1_epi32(xb[i % T][b]);
+#pragma GCC unroll 4
+        for (int c = 1; c < C; c++) s[i][c] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+#pragma GCC unroll 4
+        for (int p = 0; p < P; p++) {
+            const __m512i wv = _mm512_loadu_si512((const void *)(rec + p * ps + 32 + 64 * k));
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++)
+                s[p * T + t][k % C] = _mm512_dpbusd_epi32(s[p * T + t][k % C], wv,
+                                                          _mm512_set1_epi32(load_i32(xq[t] + xoff + ks * k)));
+        }
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++) {
+        const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(rec + p * ps)));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            __m512i *si = s[p * T + t];
+            const __m512i sum = C == 4 ? _mm512_add_epi32(_mm512_add_epi32(si[0], si[1]), _mm512_add_epi32(si[2], si[3]))
+                                       : _mm512_add_epi32(si[0], si[1]);
+            term[p * T + t] = _mm512_mul_ps(_mm512_mul_ps(wd, _mm512_set1_ps(xd[t][b])), _mm512_cvtepi32_ps(sum));
+        }
+    }
+}
+
+/* Lane j (blocks j, j + 8, ...; j < 4 also the half group's) of 16 rows per panel: its terms in
+ * block order, from +0. */
+ALWAYS_INLINE void r16_lane(const uint8_t *w, int64_t ps, const int P, int64_t groups, int half, int j,
+                            const int8_t *const *xq, const float *const *xd, const int32_t *const *xb, const int T,
+                            __m512 *L) {
+    __m512 term[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < P * T; i++) L[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        r16_terms(w + ds4rt_r16_record(g, j, 0), ps, P, xq, g * DS4RT_X8_GROUP_COLS + 4 * j, 32, xd, xb, 8 * g + j, T,
+                  term);
+#pragma GCC unroll 4
+        for (int i = 0; i < P * T; i++) L[i] = _mm512_add_ps(L[i], term[i]);
+    }
+    if (half && j < 4) {
+        r16_terms(w + ds4rt_r16_record(groups, j, 1), ps, P, xq, groups * DS4RT_X8_GROUP_COLS + 4 * j, 16, xd, xb,
+                  8 * groups + j, T, term);
+#pragma GCC unroll 4
+        for (int i = 0; i < P * T; i++) L[i] = _mm512_add_ps(L[i], term[i]);
+    }
+}
+
+/* y of P panels (ps bytes apart, their results yp floats apart) x T tokens: the lanes in
+ * ds4rt_reduce8's order, ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)), each addition
+ * across 16 rows at once. */
+ALWAYS_INLINE void r16_tile(const uint8_t *w, int64_t ps, const int P, int64_t groups, int half, const ds4rt_act *a,
+                            int64_t t0, const int T, float *y, int64_t ys, int64_t yp) {
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xb[4];
+    x8_token_rows(a, t0, T, xq, xd, xb);
+    __m512 A[4], B[4], C[4], L[4];
+    r16_lane(w, ps, P, groups, half, 0, xq, xd, xb, T, A);
+    r16_lane(w, ps, P, groups, half, 4, xq, xd, xb, T, L);
+#pragma GCC unroll 4
+    for (int i = 0; i < P * T; i++) A[i] = _mm512_add_ps(A[i], L[i]);
+    r16_lane(w, ps, P, groups, half, 2, xq, xd, xb, T, B);
+    r16_lane(w, ps, P, groups, half, 6, xq, xd, xb, T, L);
+#pragma GCC unroll 4
+    for (int i = 0; i < P * T; i++) A[i] = _mm512_add_ps(A[i], _mm512_add_ps(B[i], L[i]));
+    r16_lane(w, ps, P, groups, half, 1, xq, xd, xb, T, B);
+    r16_lane(w, ps, P, groups, half, 5, xq, xd, xb, T, L);
+#pragma GCC unroll 4
+    for (int i = 0; i < P * T; i++) B[i] = _mm512_add_ps(B[i], L[i]);
+    r16_lane(w, ps, P, groups, half, 3, xq, xd, xb, T, C);
+    r16_lane(w, ps, P, groups, half, 7, xq, xd, xb, T, L);
+#pragma GCC unroll 4
+    for (int p = 0; p < P; p++)
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) {
+            const int i = p * T + t;
+            B[i] = _mm512_add_ps(B[i], _mm512_add_ps(C[i], L[i]));
+            _mm512_storeu_ps(y + t * ys + p * yp, _mm512_add_ps(A[i], B[i]));
+        }
+}
+
+/* Whole R16 rows (kernels.h). One token: 4 panels a quarter of the rows apart, so that 4
+ * independent results share each block's steps and the weights come in 4 long runs, which the
+ * hardware prefetchers follow (4 adjacent panels, one run, read a 1 MB matrix a third slower).
+ * Several tokens: a panel at a time, the tokens in even tiles of up to 4. */
+void ds4rt_rows_q8_0_r16_vnni(const uint8_t *w, uint64_t rb, int64_t nr, const ds4rt_act *a, int64_t t0, int64_t nt,
+                              float *y, int64_t ys) {
+    const int64_t groups = a->cols / DS4RT_X8_GROUP_COLS, ps = DS4RT_R16_ROWS * (int64_t)rb, np = nr / DS4RT_R16_ROWS;
+    const int half = a->cols % DS4RT_X8_GROUP_COLS != 0;
+    int64_t p = 0;
+    if (nt == 1) {
+        const int64_t q = np / 4;
+        for (; p < q; p++)
+            r16_tile(w + p * ps, q * ps, 4, groups, half, a, t0, 1, y + p * DS4RT_R16_ROWS, ys, q * DS4RT_R16_ROWS);
+        p = 4 * q;
+    }
+    const int64_t tiles = (nt + 3) / 4;
+    for (; p < np; p++) {
+        const uint8_t *wp = w + p * ps;
+        float *yp = y + p * DS4RT_R16_ROWS;
+        for (int64_t i = 0, t = 0; i < tiles; i++) {
+            const int T = (int)((nt - t) / (tiles - i)); /* even tiles: 5 = 2 + 3, 6 = 3 + 3 */
+            switch (T) {
+            case 1: r16_tile(wp, ps, 1, groups, half, a, t0 + t, 1, yp + t * ys, ys, 0); break;
+            case 2: r16_tile(wp, ps, 1, groups, half, a, t0 + t, 2, yp + t * ys, ys, 0); break;
+            case 3: r16_tile(wp, ps, 1, groups, half, a, t0 + t, 3, yp + t * ys, ys, 0); break;
+            default: r16_tile(wp, ps, 1, groups, half, a, t0 + t, 4, yp + t * ys, ys, 0); break;
+            }
+            t += T;
+        }
+    }
 }
 
 /* ---- Q8_0 rows in the file layout ------------------------------------------------------------ */

@@ -82,6 +82,35 @@ void ds4rt_dot_q8_0_x8_portable(const uint8_t *w, const ds4rt_act *a, int64_t t0
     for (int i = 0; i < n_tok; i++) acc_q8_0_x8(w, a, t0 + i, k0, k1, lanes + i * ls);
 }
 
+/* R16 layout (repack.h): block b of row i of a panel is in record (b / 8, b % 8), its scale at
+ * byte 2i, quant 4k + m at 32 + 64k + 4i + m, biased by +128; the activation is X8's. Each
+ * row's lanes and reduction are those of every other layout. */
+void ds4rt_rows_q8_0_r16_portable(const uint8_t *w, uint64_t rb, int64_t nr, const ds4rt_act *a, int64_t t0,
+                                  int64_t nt, float *y, int64_t ys) {
+    const int64_t nb = a->cols / 32, full = a->cols / DS4RT_X8_GROUP_COLS;
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *panel = w + (uint64_t)(r / DS4RT_R16_ROWS) * DS4RT_R16_ROWS * rb;
+        const int i = (int)(r % DS4RT_R16_ROWS);
+        for (int64_t t = t0; t < t0 + nt; t++) {
+            const int8_t *xq = ds4rt_act_qs(a, t);
+            const float *xd = ds4rt_act_d(a, t);
+            const int32_t *bias = ds4rt_act_sum32(a, t);
+            float acc[DS4RT_QLANES] = {0};
+            for (int64_t b = 0; b < nb; b++) {
+                const int64_t g = b / 8;
+                const int j = (int)(b % 8), ks = g < full ? 32 : 16; /* X8's quant stride: group or half */
+                const uint8_t *rec = panel + ds4rt_r16_record(g, j, g >= full);
+                const int8_t *xg = xq + g * DS4RT_X8_GROUP_COLS;
+                int32_t isum = bias[b];
+                for (int k = 0; k < 8; k++)
+                    for (int m = 0; m < 4; m++) isum += (int32_t)rec[32 + 64 * k + 4 * i + m] * xg[ks * k + 4 * j + m];
+                acc[j] += (ds4rt_rd_f16(rec + 2 * i) * xd[b]) * (float)isum;
+            }
+            y[(t - t0) * ys + r] = ds4rt_reduce8(acc);
+        }
+    }
+}
+
 static void acc_q4_0(const uint8_t *w, const ds4rt_act *a, int64_t t, int64_t k0, int64_t k1, float *acc) {
     const int8_t *xq = ds4rt_act_qs(a, t);
     const float *xd = ds4rt_act_d(a, t);
@@ -259,5 +288,6 @@ const ds4rt_cpu_kernels ds4rt_kernels_scalar = {
         [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs,
     },
     .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_portable,
+    .rows_q8_0_r16 = ds4rt_rows_q8_0_r16_portable,
     .q8_0_layout = DS4RT_LAYOUT_FILE,
 };

@@ -81,6 +81,7 @@ static uint8_t *scratch_get(size_t bytes) {
 typedef struct {
     ds4rt_dot_fn dot;
     ds4rt_rows_fn rows_fn; /* whole rows at once (kernels.h), or NULL */
+    int64_t panel;         /* rows a rows_fn call must start at a multiple of (R16: 16), else 1 */
     int n_lanes;
     const uint8_t *w;
     uint64_t row_bytes;
@@ -99,6 +100,12 @@ static void rows_worker(void *vctx, int64_t r0, int64_t r1, int thread) {
     const int64_t cols = c->act->cols;
     _Alignas(64) float lanes[ROW_BLOCK_Q * TOK_BLOCK * DS4RT_QLANES];
     _Static_assert(ROW_BLOCK_F * TOK_BLOCK * DS4RT_FLANES <= sizeof lanes / sizeof lanes[0], "lane buffer");
+    if (c->panel > 1) { /* whole panels: each one by the chunk that holds its first row */
+        r0 = (r0 + c->panel - 1) / c->panel * c->panel;
+        r1 = (r1 + c->panel - 1) / c->panel * c->panel;
+        if (r1 > c->rows) r1 = c->rows;
+        if (r0 >= r1) return;
+    }
     for (int64_t tb = 0; tb < c->n_tok; tb += TOK_BLOCK) {
         const int64_t nt = c->n_tok - tb < TOK_BLOCK ? c->n_tok - tb : TOK_BLOCK;
         if (c->rows_fn != NULL) {
@@ -155,9 +162,13 @@ static ds4rt_status check_job(const ds4rt_matmul_job *j) {
     uint64_t need = 0;
     ds4rt_status st = check_shape(w->type, w->rows, w->cols, j->n_tok, &need);
     if (st != DS4RT_OK) return st;
-    if (!ds4rt_layout_fits(w->layout, w->type, w->cols))
-        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: layout %u does not hold %s weights of %lld columns",
-                          w->layout, ds4rt_type_lookup(w->type)->name, (long long)w->cols);
+    if (!ds4rt_layout_fits(w->layout, w->type, w->rows, w->cols))
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT,
+                          "matmul: layout %u does not hold %s weights of %lld rows of %lld columns", w->layout,
+                          ds4rt_type_lookup(w->type)->name, (long long)w->rows, (long long)w->cols);
+    if (w->layout == DS4RT_LAYOUT_Q8_0_R16 && w->row_bytes != need)
+        return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: R16 rows of %llu bytes (its panels hold %llu a row)",
+                          (unsigned long long)w->row_bytes, (unsigned long long)need);
     if (w->row_bytes < need)
         return ds4rt_fail(DS4RT_ERR_INVALID_ARGUMENT, "matmul: row_bytes %llu < %llu needed by %lld columns",
                           (unsigned long long)w->row_bytes, (unsigned long long)need, (long long)w->cols);
@@ -229,9 +240,10 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
     for (int j = 0; j < n_jobs; j++) {
         const ds4rt_matmul_job *jb = &jobs[j];
         if (jb->n_tok == 0 || jb->w.rows == 0) continue;
-        const int x8 = jb->w.layout == DS4RT_LAYOUT_Q8_0_X8;
-        const ds4rt_dot_fn dot = x8 ? k->dot_q8_0_x8 : k->dot[jb->w.type];
-        if (dot == NULL)
+        const int x8 = jb->w.layout == DS4RT_LAYOUT_Q8_0_X8, r16 = jb->w.layout == DS4RT_LAYOUT_Q8_0_R16;
+        /* R16 matrices go through rows_q8_0_r16 only (their rows fit one chunk: kernels.h) */
+        const ds4rt_dot_fn dot = x8 || r16 ? k->dot_q8_0_x8 : k->dot[jb->w.type];
+        if (dot == NULL || (r16 && k->rows_q8_0_r16 == NULL))
             return ds4rt_fail(DS4RT_ERR_INTERNAL, "matmul: CPU path %s has no kernel for a computable type", k->name);
         int ok;
         ds4rt_act act;
@@ -257,7 +269,8 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
         job_type[b.n] = jb->w.type;
         b.c[b.n] = (mm_ctx){
             .dot = dot,
-            .rows_fn = x8 ? k->rows_q8_0_x8 : k->rows[jb->w.type],
+            .rows_fn = r16 ? k->rows_q8_0_r16 : x8 ? k->rows_q8_0_x8 : k->rows[jb->w.type],
+            .panel = r16 ? DS4RT_R16_ROWS : 1,
             .n_lanes = ds4rt_lanes_for(jb->w.type),
             .w = jb->w.data,
             .row_bytes = jb->w.row_bytes,
@@ -298,7 +311,7 @@ ds4rt_status ds4rt_matmul_batch(ds4rt_pool *pool, const ds4rt_matmul_job *jobs, 
         int64_t kc = (int64_t)(L1_ACT_BUDGET / (act_per_col * (double)ntb)) / DS4RT_CHUNK_ALIGN * DS4RT_CHUNK_ALIGN;
         if (kc < DS4RT_CHUNK_ALIGN) kc = DS4RT_CHUNK_ALIGN;
         c->k_chunk = kc >= cols ? cols : kc;
-        if (c->k_chunk != cols || cols % 32 != 0) c->rows_fn = NULL; /* whole rows only (kernels.h) */
+        if (c->panel == 1 && (c->k_chunk != cols || cols % 32 != 0)) c->rows_fn = NULL; /* whole rows only */
         b.first_row[j + 1] = b.first_row[j] + c->rows;
         work += (double)(c->row_bytes ? c->row_bytes : 1) * (double)c->n_tok * (double)c->rows;
     }

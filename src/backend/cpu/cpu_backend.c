@@ -73,15 +73,15 @@ static ds4rt_status cpu_prepare_weight(ds4rt_backend *be, ds4rt_dweight *w, uint
                                        ds4rt_dbuf **owned, uint64_t *bytes) {
     *owned = NULL;
     *bytes = 0;
-    const uint32_t layout = ds4rt_cpu_preferred_layout(w->type, w->cols); /* FILE or Q8_0_X8 */
+    const uint32_t layout = ds4rt_cpu_preferred_layout(w->type, w->rows, w->cols); /* FILE, Q8_0_X8 or R16 */
     if (layout == DS4RT_LAYOUT_FILE || count == 0) return DS4RT_OK;
     const uint64_t one = (uint64_t)w->rows * w->row_bytes, span = (uint64_t)(count - 1) * stride + one;
     if (!dry) {
         ds4rt_dbuf *buf;
         TRY(cpu_alloc(be, DS4RT_MEM_WEIGHTS, span, &buf));
         for (uint32_t e = 0; e < count; e++)
-            ds4rt_repack_q8_0_x8(B(w->data) + (uint64_t)e * stride, (uint8_t *)buf->ptr + (uint64_t)e * stride,
-                                 w->rows, w->cols, w->row_bytes);
+            ds4rt_repack(layout, B(w->data) + (uint64_t)e * stride, (uint8_t *)buf->ptr + (uint64_t)e * stride,
+                         w->rows, w->cols, w->row_bytes);
         w->data = (ds4rt_dbytes){buf, 0};
         *owned = buf;
     }

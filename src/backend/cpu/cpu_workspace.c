@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "repack.h"
 
 static size_t alloc_count(int64_t n) { return n > 0 ? (size_t)n : 1; }
 
@@ -34,7 +35,7 @@ ds4rt_status cpu_workspace_reserve(cpu_workspace *ws, const ds4rt_hparams *hp, c
     A(ws->normed, cap * N * D);
     A(ws->mix, cap * hp->hc_mix);
     A(ws->og, cap * hp->group_dim);
-    A(ws->olow, cap * hp->o_lora);
+    A(ws->olow, cap * (hp->o_lora + 2 * (DS4RT_R16_ROWS - 1))); /* + the panels' spare rows (cpu_matmul.c) */
     A(ws->low, cap * hp->o_low_dim);
     A(ws->comp_tmp, 2 * (hp->head_dim + hp->idx_dim) + 4 * hp->rope_dim + 8);
     A(ws->iscores, lim.max_comp);

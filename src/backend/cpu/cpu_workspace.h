@@ -22,7 +22,7 @@ typedef struct cpu_workspace {
     float *mix;             /* [rows][hc_mix] */
     /* grouped output */
     float *og;              /* [rows][group_dim] gathered group input */
-    float *olow;            /* [rows][Ro] one group's output */
+    float *olow;            /* [rows][Ro + 30] one group's output (+ rows of its panels) */
     float *low;             /* [rows][G*Ro] */
     /* compressor, indexer, attention */
     float *comp_tmp;        /* compressor scratch (8-byte aligned) */
