@@ -22,6 +22,9 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
 #endif
+#if defined(__GLIBC__)
+#include <gnu/libc-version.h>
+#endif
 
 #if defined(__aarch64__) && defined(__linux__)
 #  include <sys/auxv.h>
@@ -130,6 +133,39 @@ const ds4rt_cpu_kernels *ds4rt_cpu_active(void) {
     return atomic_load(&active_kernels);
 }
 
+/* ---- expf of an array: the 8-wide form or the C library's, and why --------------------------- */
+
+static bool expf_vector;
+static char expf_note[96];
+static pthread_once_t expf_once = PTHREAD_ONCE_INIT;
+
+/* The 8-wide form reproduces glibc's expf as glibc 2.28+ builds it for CPUs with AVX2 and FMA
+ * (the variant its resolver picks on them); on any other C library or CPU the library's own
+ * expf is called, so the bits are the library's either way and only the speed differs. */
+static void expf_choose(void) {
+#if defined(__x86_64__) && defined(__GLIBC__)
+    const char *v = gnu_get_libc_version();
+    char *end;
+    long major = strtol(v, &end, 10), minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+    __builtin_cpu_init();
+    const bool new_glibc = major > 2 || (major == 2 && minor >= 28);
+    const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    expf_vector = new_glibc && fma;
+    if (expf_vector)
+        snprintf(expf_note, sizeof expf_note, "expf 8-wide (glibc %s, AVX2+FMA)", v);
+    else
+        snprintf(expf_note, sizeof expf_note, "expf per element: %s",
+                 !new_glibc ? "glibc older than 2.28" : "no AVX2+FMA");
+#else
+    snprintf(expf_note, sizeof expf_note, "expf per element: not x86-64 with glibc");
+#endif
+}
+
+bool ds4rt_cpu_expf_vector(void) {
+    pthread_once(&expf_once, expf_choose);
+    return expf_vector;
+}
+
 void ds4rt_cpu_describe(char *buf, size_t len) {
     const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
     int used = snprintf(buf, len, "cpu=%s (compiled:", k->name);
@@ -137,6 +173,8 @@ void ds4rt_cpu_describe(char *buf, size_t len) {
         used += snprintf(buf + used, len - (size_t)used, " %s", compiled[i].name);
     if (used >= 0 && (size_t)used < len)
         used += snprintf(buf + used, len - (size_t)used, ")%s%s", env_note[0] ? "; " : "", env_note);
+    (void)ds4rt_cpu_expf_vector();
+    if (used >= 0 && (size_t)used < len) snprintf(buf + used, len - (size_t)used, "; %s", expf_note);
 }
 
 DS4RT_API const char *ds4rt_cpu_isa(void) { return ds4rt_cpu_active()->name; }

@@ -16,6 +16,7 @@
 #ifndef DS4RT_KERNELS_H
 #define DS4RT_KERNELS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "blocks.h"
@@ -102,8 +103,13 @@ const ds4rt_cpu_kernels *ds4rt_cpu_active(void);
  * (if given) says which. */
 const ds4rt_cpu_kernels *ds4rt_cpu_lookup(const char *name, const char **why);
 
-/* "cpu=avx2 (compiled: scalar avx2 avx512)" plus the reason if DS4RT_CPU_ISA was not honoured. */
+/* "cpu=avx2 (compiled: scalar avx2 avx512)", the reason if DS4RT_CPU_ISA was not honoured, and
+ * which expf the CPU backend takes ("; expf 8-wide (...)" or "; expf per element: why"). */
 void ds4rt_cpu_describe(char *buf, size_t len);
+
+/* Whether the CPU backend's ds4rt_expf_rows takes its 8-wide form (bitwise glibc's expf, proven
+ * for glibc >= 2.28 on CPUs with AVX2 and FMA) rather than the C library per element. */
+bool ds4rt_cpu_expf_vector(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Activation conversion (act_quant.c; one implementation shared by every ISA path)             */

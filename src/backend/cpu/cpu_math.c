@@ -2,36 +2,14 @@
 #include "cpu_math.h"
 
 #include <float.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__GLIBC__)
-#include <gnu/libc-version.h>
-#endif
+
+#include "kernels.h" /* ds4rt_cpu_expf_vector */
 
 /* ---- expf of an array (cpu_math.h) ------------------------------------------------------------ */
 
-static bool expf_vector;
-static pthread_once_t expf_once = PTHREAD_ONCE_INIT;
-
-/* The vector form reproduces glibc's expf as glibc 2.28+ builds it for CPUs with AVX2 and FMA
- * (the variant its resolver picks on them); on any other C library or CPU the library's own
- * expf is called, so the bits are the library's either way. */
-static void expf_choose(void) {
-#if defined(__x86_64__) && defined(__GLIBC__)
-    const char *v = gnu_get_libc_version();
-    char *end;
-    long major = strtol(v, &end, 10), minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
-    __builtin_cpu_init();
-    expf_vector = (major > 2 || (major == 2 && minor >= 28)) && __builtin_cpu_supports("avx2") &&
-                  __builtin_cpu_supports("fma");
-#endif
-}
-
-bool ds4rt_expf_rows_vector(void) {
-    pthread_once(&expf_once, expf_choose);
-    return expf_vector;
-}
+bool ds4rt_expf_rows_vector(void) { return ds4rt_cpu_expf_vector(); } /* the choice: cpu_isa.c */
 
 void ds4rt_expf_rows(float *x, int64_t n) {
 #if defined(__x86_64__)
