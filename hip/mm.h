@@ -49,6 +49,13 @@ int64_t ds4rt_gk_qm_min_n(void);
  * the device's description, so a run that does not take it says so. */
 const char *ds4rt_gk_qm_reason(void);
 
+/* The forms the expert-stack products take in this process, decided once from
+ * DS4RT_GPU_QS_IQ2 (new, the default, or old: the IQ2_XXS arithmetic of mm_qs_kernel) and
+ * DS4RT_GPU_QS_Q2K (0, the default: mm_q_kernel; 1 or new / old: mm_qs_kernel's Q2_K form), as
+ * one line; the backend appends it to the device's description (docs/GPU.md, "Matrix
+ * products"). Every form gives the same bits. */
+const char *ds4rt_gk_mm_forms(void);
+
 /* Bytes of converted activations for n rows of `cols` paired with weight type `type` (0 for an
  * unsupported type). Scratch of at least this size is passed to the launchers below. */
 size_t ds4rt_gk_act_bytes(uint32_t type, int64_t cols, int64_t n);

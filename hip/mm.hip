@@ -26,7 +26,9 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gk_internal.h"
 #include "mm.h"
@@ -416,6 +418,28 @@ __device__ __forceinline__ int dot4(int a, int b) {
 #endif
 }
 
+/* c + the sum of the four signed byte products of a and b (exact; one instruction on NVIDIA). */
+__device__ __forceinline__ int dot4acc(int a, int b, int c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+    return __dp4a(a, b, c);
+#else
+    return c + dot4(a, b);
+#endif
+}
+
+/* c + the sum of the four products of a's UNSIGNED bytes and b's signed bytes (exact; PTX
+ * dp4a.u32.s32 on NVIDIA). For weight bytes of 128 and more, such as Q2_K's masked top plane. */
+__device__ __forceinline__ int dot4us(uint32_t a, int b, int c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610 && !defined(__HIP_PLATFORM_AMD__)
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    return c + (int)(a & 0xffu) * (int)(int8_t)b + (int)((a >> 8) & 0xffu) * (int)(int8_t)(b >> 8) +
+           (int)((a >> 16) & 0xffu) * (int)(int8_t)(b >> 16) + (int)(a >> 24) * (int)(b >> 24);
+#endif
+}
+
 /* Little-endian reads from shared memory at 2-byte (rd16, rd32h) or any (rd8) alignment. */
 __device__ __forceinline__ uint32_t rd16(const uint8_t *p) { return *(const uint16_t *)(const void *)p; }
 __device__ __forceinline__ uint32_t rd32h(const uint8_t *p) { return rd16(p) | (rd16(p + 2) << 16); }
@@ -729,8 +753,14 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * instruction issue: ~190 instructions per 8 weight bytes, 637 GB/s, Nsight Compute 2026-12-03.) */
 #define QS_NT 256
 #define QS_R 32
+/* FORM of mm_qs_kernel (DS4RT_GPU_QS_IQ2, DS4RT_GPU_QS_Q2K; launch_mm): QS_OLD the arithmetic
+ * of 2026-12-03; QS_NEW fewer instructions per 4 elements (IQ2_XXS: two dp4a and an AND instead
+ * of a spread, a multiply, an xor, an add and a dp4a; Q2_K: an AND and a dp4a instead of a
+ * shift, an AND and a dp4a). The same exact integer sums, the same f32 formula. */
+#define QS_OLD 0
+#define QS_NEW 1
 
-template <int TYPE>
+template <int TYPE, int FORM>
 __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     constexpr int SUB = TYPE == T_IQ2_XXS ? 2 : 4;    /* threads per block term */
     constexpr int BB = TYPE == T_IQ2_XXS ? 66 : 84;   /* block bytes */
@@ -741,7 +771,8 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     __shared__ float terms[QS_R][CB];
     __shared__ float lanes[QS_R][QLANES];
     __shared__ uint64_t grid_s[TYPE == T_IQ2_XXS ? 256 : 1];
-    __shared__ uint8_t signs_s[TYPE == T_IQ2_XXS ? 128 : 1];
+    __shared__ uint8_t signs_s[TYPE == T_IQ2_XXS && FORM == QS_OLD ? 128 : 1];
+    __shared__ uint64_t smask_s[TYPE == T_IQ2_XXS && FORM == QS_NEW ? 128 : 1];
     const int tid = (int)threadIdx.x, sub = tid % SUB;
     const int64_t row0 = (int64_t)blockIdx.x * QS_R;
     const int nrows = a.rows - row0 < QS_R ? (int)(a.rows - row0) : QS_R;
@@ -757,7 +788,16 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     const float *xds = (const float *)(const void *)(arow + a.d_off);
     if constexpr (TYPE == T_IQ2_XXS) {
         for (int k = tid; k < 256; k += QS_NT) grid_s[k] = ds4rt_iq2xxs_grid[k];
-        for (int k = tid; k < 128; k += QS_NT) signs_s[k] = ds4rt_ksigns[k];
+        if constexpr (FORM == QS_OLD) {
+            for (int k = tid; k < 128; k += QS_NT) signs_s[k] = ds4rt_ksigns[k];
+        } else { /* byte j of smask_s[k]: 0xff where bit j of the CPU's ksigns[k] is set (a minus) */
+            for (int k = tid; k < 128; k += QS_NT) {
+                const uint32_t sg = ds4rt_ksigns[k];
+                uint64_t m = 0;
+                for (int jb = 0; jb < 8; jb++) m |= (uint64_t)(((sg >> jb) & 1u) * 0xffu) << (8 * jb);
+                smask_s[k] = m;
+            }
+        }
     }
     /* item it of thread tid is pair tid / SUB + it * (QS_NT / SUB) of the step: block p (the same
      * for every item, since QS_NT / SUB is a multiple of CB) of row rb + it * RS */
@@ -768,6 +808,10 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     constexpr int WV = TYPE == T_IQ2_XXS ? 9 : 9;  /* weight words of an item */
     constexpr int XV = TYPE == T_IQ2_XXS ? 32 : 16; /* activation words of a thread */
     float acc = 0.0f;
+    /* QS_NEW: the rows of the thread's items once, not per step */
+    const uint8_t *wrow[IT];
+    UNROLL
+    for (int it = 0; it < IT; it++) wrow[it] = w + (uint64_t)(rb + it * RS) * a.row_bytes;
     if (a.nb == 0) GK_PDL_ENTRY(); /* no step below waits */
     for (int64_t b0 = 0; b0 < a.nb; b0 += CB) {
         const int nblk = a.nb - b0 < CB ? (int)(a.nb - b0) : CB;
@@ -780,9 +824,22 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
         UNROLL
         for (int it = 0; it < IT; it++) {
             const int r = rb + it * RS;
-            const uint8_t *blk = w + (uint64_t)r * a.row_bytes + (uint64_t)b * BB;
+            const uint8_t *blk = (FORM == QS_NEW ? wrow[it] : w + (uint64_t)r * a.row_bytes) + (uint64_t)b * BB;
             if (pl && r < nrows) {
-                if constexpr (TYPE == T_IQ2_XXS) { /* sub-blocks 4 sub + k: 4 grid indices, the sign/scale word */
+                if constexpr (TYPE == T_IQ2_XXS && FORM == QS_NEW) {
+                    /* the same 32 bytes as 8 aligned words (the first at or 2 bytes before them, so
+                     * never past the block) and the last 2 bytes, joined by funnel shifts */
+                    const uint8_t *q = blk + 2 + 32 * sub;
+                    const uint32_t *q4 = (const uint32_t *)(const void *)(q - ((uintptr_t)q & 2)); /* rows 16-aligned */
+                    const uint32_t sh = (uint32_t)((uintptr_t)q & 2) * 8u;
+                    uint32_t u[9];
+                    UNROLL
+                    for (int k = 0; k < 8; k++) u[k] = q4[k];
+                    u[8] = *(const uint16_t *)(const void *)(q + 30);
+                    UNROLL
+                    for (int k = 0; k < 8; k++) wv[it][k] = (uint32_t)((((uint64_t)u[k + 1] << 32) | u[k]) >> sh);
+                    wv[it][8] = sub == 0 ? rd16(blk) : 0u;
+                } else if constexpr (TYPE == T_IQ2_XXS) { /* sub-blocks 4 sub + k: 4 grid indices, the sign/scale word */
                     const uint16_t *h = (const uint16_t *)(const void *)(blk + 2 + 32 * sub); /* 2-aligned */
                     UNROLL
                     for (int k = 0; k < 8; k++) wv[it][k] = (uint32_t)h[2 * k] | ((uint32_t)h[2 * k + 1] << 16);
@@ -833,8 +890,36 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
             const int r = rb + it * RS;
             const bool live = pl && r < nrows; /* uniform over the SUB threads of the item */
             int A = 0, B = 0;
-            if (live) {
-                if constexpr (TYPE == T_IQ2_XXS) {
+            /* QS_NEW computes dead items too (zero weight words: a harmless term that is never
+             * stored), without the branch around every item */
+            if (FORM == QS_NEW || live) {
+                if constexpr (TYPE == T_IQ2_XXS && FORM == QS_NEW) {
+                    /* sub-block k: sum s m x = sum m x - 2 sum (m & minus) x over its 32
+                     * elements (m: the grid magnitudes, 8..43; minus: 0xff bytes where the sign
+                     * is negative), two dp4a chains; the table offsets straight from the packed
+                     * indices (a shift and a mask each) */
+                    UNROLL
+                    for (int k = 0; k < 4; k++) {
+                        const uint32_t qi = wv[it][2 * k], aux = wv[it][2 * k + 1];
+                        int P = 0, N = 0;
+                        UNROLL
+                        for (int g = 0; g < 4; g++) {
+                            const uint32_t go = (g == 0 ? qi << 3 : qi >> (8 * g - 3)) & 0x7f8u;
+                            const uint32_t so = (g == 0 ? aux << 3 : aux >> (7 * g - 3)) & 0x3f8u;
+                            const uint64_t grid = *(const uint64_t *)(const void *)((const uint8_t *)grid_s + go);
+                            const uint64_t minus = *(const uint64_t *)(const void *)((const uint8_t *)smask_s + so);
+                            UNROLL
+                            for (int hh = 0; hh < 2; hh++) {
+                                const uint32_t m = (uint32_t)(grid >> (32 * hh)), mk = (uint32_t)(minus >> (32 * hh));
+                                const int xx = xv[8 * k + 2 * g + hh];
+                                P = dot4acc((int)m, xx, P);
+                                N = dot4acc((int)(m & mk), xx, N);
+                            }
+                        }
+                        /* (aux >> 27) | 1 = 2 (aux >> 28) + 1, the CPU's sub-block scale */
+                        A += (int)((aux >> 27) | 1u) * (P - 2 * N);
+                    }
+                } else if constexpr (TYPE == T_IQ2_XXS) {
                     UNROLL
                     for (int k = 0; k < 4; k++) {
                         const uint32_t qi = wv[it][2 * k], aux = wv[it][2 * k + 1];
@@ -852,6 +937,19 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
                             }
                         }
                         A += (int)(2 * (aux >> 28) + 1) * is;
+                    }
+                } else if constexpr (FORM == QS_NEW) {
+                    /* plane jj masked in place (q << 2 jj, up to 192: unsigned bytes), the
+                     * group's exact sum 4^jj times the plain one, shifted back once a group */
+                    UNROLL
+                    for (int jj = 0; jj < 4; jj++) {
+                        int sm = 0;
+                        UNROLL
+                        for (int k = 0; k < 4; k++) sm = dot4us(wv[it][k] & (0x03030303u << (2 * jj)), xv[4 * jj + k], sm);
+                        sm >>= 2 * jj; /* exact: a multiple of 4^jj */
+                        const int sc = (int)wv[it][4 + jj];
+                        A += (sc & 15) * sm;
+                        B += (sc >> 4) * bsv[jj];
                     }
                 } else {
                     UNROLL
@@ -1909,6 +2007,40 @@ static bool qt_fused(const ds4rt_gk_weight *w, int64_t n) {
     return (double)blocks * (double)w->cols * 4.0 * (double)n <= (double)QT_FX_L2_BYTES;
 }
 
+/* The forms of the expert-stack products, decided once per process from the environment and
+ * reported by ds4rt_gk_mm_forms() (the backend appends it to the device's description):
+ *   DS4RT_GPU_QS_IQ2 = new (default) | old: mm_qs_kernel's IQ2_XXS arithmetic (QS_NEW, QS_OLD);
+ *   DS4RT_GPU_QS_Q2K = 0 (default: mm_q_kernel) | 1 or new (mm_qs_kernel, QS_NEW) | old
+ *   (mm_qs_kernel, QS_OLD). Every form gives the same bits (tests/test_gpu_mm.py runs each). */
+typedef struct {
+    int iq2;  /* QS_OLD or QS_NEW */
+    int q2k;  /* -1: mm_q_kernel; else the mm_qs_kernel form */
+    char text[256];
+} qs_forms;
+
+static const qs_forms *qs_decided(void) {
+    static const qs_forms f = [] {
+        qs_forms r;
+        const char *e1 = getenv("DS4RT_GPU_QS_IQ2"), *e2 = getenv("DS4RT_GPU_QS_Q2K");
+        const bool s1 = e1 != NULL && e1[0] != '\0', s2 = e2 != NULL && e2[0] != '\0';
+        r.iq2 = s1 && strcmp(e1, "old") == 0 ? QS_OLD : QS_NEW;
+        const char *n1 = !s1 ? "default" : strcmp(e1, "old") == 0 || strcmp(e1, "new") == 0 ? "DS4RT_GPU_QS_IQ2"
+                         : "DS4RT_GPU_QS_IQ2 not understood";
+        r.q2k = !s2 || strcmp(e2, "0") == 0 ? -1 : strcmp(e2, "old") == 0 ? QS_OLD
+                : strcmp(e2, "1") == 0 || strcmp(e2, "new") == 0 ? QS_NEW : -1;
+        const bool bad2 = s2 && strcmp(e2, "0") != 0 && strcmp(e2, "old") != 0 && strcmp(e2, "1") != 0 &&
+                          strcmp(e2, "new") != 0;
+        snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s)",
+                 r.iq2 == QS_NEW ? "new" : "old", n1,
+                 r.q2k < 0 ? "mm_q" : r.q2k == QS_NEW ? "mm_qs new" : "mm_qs old",
+                 !s2 ? "default" : bad2 ? "DS4RT_GPU_QS_Q2K not understood" : "DS4RT_GPU_QS_Q2K");
+        return r;
+    }();
+    return &f;
+}
+
+extern "C" const char *ds4rt_gk_mm_forms(void) { return qs_decided()->text; }
+
 /* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
  * expert stack (grid rows are slots). */
 template <bool EXPERTS>
@@ -1927,15 +2059,19 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
 #endif
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
         launch_qt(w, a, n_grid_rows, 1, false, s);
-    } else if (EXPERTS && aligned && w->type == T_IQ2_XXS) {
-        /* split block terms (mm_qs_kernel). Q2_K is not taken here: the kernel's first, 16-thread
-         * Q2_K form measured no faster at n = 1 (106 against 105 us a decode) and slower at n = 8
-         * (733 against 642) on the H200, 2026-12-03; its present 4-thread form is not measured yet,
-         * so Q2_K expert stacks keep mm_q_kernel (docs/PERFORMANCE.md, "The fourth kernel round") */
+    } else if (EXPERTS && aligned && (w->type == T_IQ2_XXS || (w->type == T_Q2_K && qs_decided()->q2k >= 0))) {
+        /* split block terms (mm_qs_kernel). Q2_K only with DS4RT_GPU_QS_Q2K: the kernel's first,
+         * 16-thread Q2_K form measured no faster at n = 1 (106 against 105 us a decode) and slower
+         * at n = 8 (733 against 642) on the H200, 2026-12-03; the 4-thread forms are not measured
+         * yet, so by default Q2_K expert stacks keep mm_q_kernel (docs/PERFORMANCE.md, "The fourth
+         * kernel round") */
         a.nb = w->cols / block_elems(w->type);
         if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
         const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows);
-        hipLaunchKernelGGL(mm_qs_kernel<T_IQ2_XXS>, grid, dim3(QS_NT), 0, s, a);
+        const qs_forms *f = qs_decided();
+        mm_kernel_fn k = w->type == T_IQ2_XXS ? (f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW> : mm_qs_kernel<T_IQ2_XXS, QS_OLD>)
+                                              : (f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW> : mm_qs_kernel<T_Q2_K, QS_OLD>);
+        hipLaunchKernelGGL(k, grid, dim3(QS_NT), 0, s, a);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;

@@ -63,6 +63,56 @@ def test_type_matches_cpu_bitwise(test_mm, wtype):
     assert lines[-1].startswith("test_mm:") and lines[-1].endswith(" 0 failed"), lines[-1]
 
 
+# The expert-stack forms (docs/GPU.md, "Matrix products"): each setting in a fresh process, the
+# program's "info forms" line must name the form taken, and every check must pass bitwise (the
+# default run above covers the defaults; these cover the others).
+FORMS = [
+    ("IQ2_XXS", {"DS4RT_GPU_QS_IQ2": "old"}, "IQ2_XXS mm_qs old (DS4RT_GPU_QS_IQ2)"),
+    ("IQ2_XXS", {"DS4RT_GPU_QS_IQ2": "new"}, "IQ2_XXS mm_qs new (DS4RT_GPU_QS_IQ2)"),
+    ("Q2_K", {"DS4RT_GPU_QS_Q2K": "1"}, "Q2_K mm_qs new (DS4RT_GPU_QS_Q2K)"),
+    ("Q2_K", {"DS4RT_GPU_QS_Q2K": "old"}, "Q2_K mm_qs old (DS4RT_GPU_QS_Q2K)"),
+    ("Q2_K", {"DS4RT_GPU_QS_Q2K": "0"}, "Q2_K mm_q (DS4RT_GPU_QS_Q2K)"),
+]
+
+
+@pytest.mark.parametrize(
+    "wtype,env,form", FORMS, ids=[f"{t}-{list(e.values())[0]}" for t, e, _ in FORMS]
+)
+def test_expert_forms_match_cpu_bitwise(test_mm, wtype, env, form):
+    full = {**os.environ, **env}
+    for shape in (
+        [],
+        ["--shape", "70x2560"],
+        ["--shape", "33x8448"],
+        ["--shape", "9x768", "--misalign"],
+    ):
+        args = [test_mm, "--type", wtype, "--seed", "11", *shape, *QUICK]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=full)
+        if r.returncode == NO_DEVICE:
+            pytest.skip(r.stdout.strip() or "no GPU device")
+        lines = r.stdout.splitlines()
+        info = [line for line in lines if line.startswith("info forms ")]
+        assert info and form in info[0], (env, info)
+        assert r.returncode == 0 and "FAIL" not in r.stdout, (
+            env,
+            shape,
+            r.stdout[-6000:],
+            r.stderr,
+        )
+        assert any(line.startswith("ok") and " experts " in line for line in lines), r.stdout
+
+
+def test_expert_forms_default_reported(test_mm):
+    env = {k: v for k, v in os.environ.items() if k not in ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K")}
+    r = subprocess.run(
+        [test_mm, "--type", "none"], capture_output=True, text=True, timeout=600, env=env
+    )
+    if r.returncode == NO_DEVICE:
+        pytest.skip(r.stdout.strip() or "no GPU device")
+    info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
+    assert info and "IQ2_XXS mm_qs new (default), Q2_K mm_q (default)" in info[0], info
+
+
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256
 
 

@@ -309,6 +309,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "stream: %s\n", ds4rt_gk_last_error());
         return 2;
     }
+    /* the forms this process takes (DS4RT_GPU_QS_IQ2, DS4RT_GPU_QS_Q2K): tests/test_gpu_mm.py runs
+     * the program under each and checks that the line says so */
+    printf("info forms %s\n", ds4rt_gk_mm_forms());
     check_refusals();
     for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++) {
         const type_case *tc = &TYPES[i];
