@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
     ds4rt_gk_free(ca), ds4rt_gk_free(cb);
 
     printf("{\n  \"device\": \"%s\", \"n_sm\": %d, \"copy_gbps\": %.1f, \"reps\": %d,\n", dev, n_sm, copy_gbps, reps);
+    printf("  \"forms\": \"%s\",\n", ds4rt_gk_mm_forms()); /* DS4RT_GPU_QS_IQ2, DS4RT_GPU_QS_Q2K */
     printf("  \"note\": \"us per call, averaged over back-to-back launches; gbps = weight bytes / us; floor_us = weight bytes / copy_gbps\",\n");
     printf("  \"results\": [\n");
     int first = 1;

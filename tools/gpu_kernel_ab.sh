@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# A/B of the expert-stack product forms on the GPU machine, in one device call (docs/GPU.md,
+# "Matrix products": DS4RT_GPU_QS_IQ2=new|old, DS4RT_GPU_QS_Q2K=0|1|old). Every setting runs in
+# a fresh process, the settings alternated round by round; results as JSON under $OUT.
+#
+#   OUT=DIR bash tools/gpu_kernel_ab.sh            # from the repository root, on the device
+#
+# Carry the ignored folders .trainwhl (the build tools as wheels, .trainwhl/build/*.whl, and the
+# gguf wheel) and .big (big4.plan.json, for the end-to-end step). Steps (STEPS, default
+# "build test mm e2e"; each later step needs "build"):
+#   build  ds4rt with -Dgpu=cuda installed into $WORK/site (as tools/gpu_detached.sh does);
+#   test   tests/test_gpu_mm.py (bitwise against the CPU, every form: the test runs test_mm
+#          under each setting) -> $OUT/pytest-mm.log; it builds test_mm in $WORK/build-tests;
+#   mm     bench_mm of the IQ2_XXS gate/up shape (256 experts of 2048 x 4096) and the Q2_K down
+#          shape (4096 x 2048), n = 1, 2, 4, 8, k = 6, ROUNDS rounds (default 2) of the settings
+#          -> $OUT/mm_<setting>_r<round>.json (each JSON's "forms" says what ran);
+#   e2e    when .big/big4.plan.json is there: the 4-layer real-width file
+#          (tools/make_big_model.py fill), then tools/bench_gpu.py decode and verify 2, 4, 8
+#          (graphs on, cache off) per setting, E2E_ROUNDS rounds (default 1)
+#          -> $OUT/e2e_<setting>_r<round>.json ("device" carries the forms line).
+# Budget: about 5 minutes with the defaults (two builds ~3 min, the rest ~2); each step checks
+# DEADLINE_S (default 540 s from the start) and is skipped when less than its share is left.
+set -uo pipefail
+OUT=${OUT:?set OUT to the folder for the results}
+ROOT=$(pwd)
+WORK=${WORK:-/tmp/ds4rt-kernel-ab}
+STEPS=${STEPS:-build test mm e2e}
+ROUNDS=${ROUNDS:-2}
+E2E_ROUNDS=${E2E_ROUNDS:-1}
+DEADLINE_S=${DEADLINE_S:-540}
+jobs=$(nproc)
+t0=$(date +%s)
+say() { echo "[$(($(date +%s) - t0))s] $*" | tee -a "$OUT/ab.log"; }
+left() { echo $((DEADLINE_S - ($(date +%s) - t0))); }
+want() { [[ " $STEPS " == *" $1 "* ]]; }
+mkdir -p "$OUT" "$WORK"
+: >"$OUT/ab.log"
+
+# settings: name, then the environment (the unset knobs are removed from the environment)
+SETTINGS_MM=("iq2new_q2k0:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=0"
+             "iq2old_q2kold:DS4RT_GPU_QS_IQ2=old,DS4RT_GPU_QS_Q2K=old"
+             "iq2new_q2k1:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=1")
+SETTINGS_E2E=("iq2old_q2k0:DS4RT_GPU_QS_IQ2=old,DS4RT_GPU_QS_Q2K=0"
+              "iq2new_q2k0:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=0"
+              "iq2new_q2k1:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=1")
+# runs "$@" with setting $1's environment
+with_setting() {
+  local spec=$1
+  shift
+  local -a envs=()
+  IFS=, read -r -a envs <<<"${spec#*:}"
+  env -u DS4RT_GPU_QS_IQ2 -u DS4RT_GPU_QS_Q2K "${envs[@]}" "$@"
+}
+
+site=$WORK/site
+export PATH="$site/bin:/usr/local/cuda/bin:$PATH" PYTHONPATH="$site"
+export DS4RT_NV_ARCH=sm_90 DS4RT_TEST_BUILD_DIR=$WORK/build-tests MAKEFLAGS=-j$jobs
+
+if want build; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" \
+    .trainwhl/build/*.whl .trainwhl/gguf-*.whl >"$OUT/install.log" 2>&1
+  python3 -m pip install --no-index --no-deps --no-build-isolation --target "$site" \
+    -Cbuild-dir="$WORK/build-cuda" -Csetup-args=-Dgpu=cuda -Csetup-args=-Dnv_arch=sm_90 \
+    -Ccompile-args=-j"$jobs" "$ROOT" >>"$OUT/install.log" 2>&1
+  rc=$?
+  say "ds4rt CUDA build: exit $rc"
+  [ $rc = 0 ] || exit 3
+  (cd /tmp && python3 -c "import ds4rt; print(ds4rt.build_info())") | tee -a "$OUT/ab.log"
+fi
+
+if want test; then
+  timeout $(($(left) > 300 ? 300 : $(left))) python3 -m pytest -q -rs -p no:cacheprovider \
+    tests/test_gpu_mm.py >"$OUT/pytest-mm.log" 2>&1
+  say "tests/test_gpu_mm.py: exit $? ($(tail -n 1 "$OUT/pytest-mm.log"))"
+fi
+
+# the test programs' build of the installed package (tests/meson_programs.py), bench_mm in it
+bench_mm=
+if want mm; then
+  bench_mm=$(cd tests && python3 -c "import meson_programs as m; print(m.programs('gpu').path('bench_mm'))" \
+    2>>"$OUT/ab.log" | tail -n 1)
+  [ -x "$bench_mm" ] || { say "bench_mm not built"; bench_mm=; }
+fi
+if [ -n "$bench_mm" ]; then
+  for r in $(seq 1 "$ROUNDS"); do
+    for s in "${SETTINGS_MM[@]}"; do
+      [ "$(left)" -gt 150 ] || { say "mm: deadline, stopping"; break 2; }
+      name=${s%%:*}
+      with_setting "$s" "$bench_mm" --types IQ2_XXS --ns 1,2,4,8 --k 6 \
+        >"$OUT/mm_${name}_iq2_r$r.json" 2>>"$OUT/ab.log"
+      with_setting "$s" "$bench_mm" --types Q2_K --ns 1,2,4,8 --k 6 --erows 4096 --ecols 2048 \
+        >"$OUT/mm_${name}_q2k_r$r.json" 2>>"$OUT/ab.log"
+      say "mm $name round $r: $(python3 - "$OUT/mm_${name}_iq2_r$r.json" "$OUT/mm_${name}_q2k_r$r.json" <<'EOF'
+import json, sys
+out = []
+for p in sys.argv[1:]:
+    try:
+        d = json.load(open(p))
+    except Exception as e:  # noqa: BLE001
+        out.append(f"{p}: {e}")
+        continue
+    out.append(" ".join(f"{x['type']} n={x['n']} {x['us']:.1f}us" for x in d["results"]
+                        if x["op"] == "experts"))
+print("; ".join(out))
+EOF
+)"
+    done
+  done
+fi
+
+if want e2e; then
+  if [ ! -f .big/big4.plan.json ]; then
+    say "e2e: no .big/big4.plan.json carried, skipped"
+  elif [ "$(left)" -lt 120 ]; then
+    say "e2e: deadline, skipped"
+  else
+    [ -f /tmp/big4.gguf ] || python3 tools/make_big_model.py fill --plan .big/big4.plan.json \
+      --out /tmp/big4.gguf >>"$OUT/ab.log" 2>&1
+    say "big4 file: $(ls -la /tmp/big4.gguf 2>&1)"
+    for r in $(seq 1 "$E2E_ROUNDS"); do
+      for s in "${SETTINGS_E2E[@]}"; do
+        [ "$(left)" -gt 45 ] || { say "e2e: deadline, stopping"; break 2; }
+        name=${s%%:*}
+        with_setting "$s" python3 tools/bench_gpu.py --target /tmp/big4.gguf --backends cuda \
+          --cache off --graphs 1 --sizes 1,2,4,8 --prefill 16 --repeats 3 --budget-s 8 \
+          --out "$OUT/e2e_${name}_r$r.json" >/dev/null 2>>"$OUT/ab.log"
+        say "e2e $name round $r: exit $?"
+      done
+    done
+  fi
+fi
+say "done"
