@@ -4,6 +4,8 @@ target, the load-time self-test, and the C drafter against the float64 NumPy ref
 
 from __future__ import annotations
 
+import itertools
+import re
 import subprocess
 import sys
 
@@ -12,6 +14,8 @@ import pytest
 from dspark_helpers import assert_stage_timers
 from gguf import GGUFValueType as VT
 from gguf_rewrite import rewrite
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from reference import dspark_ref as DR
 from reference import dsv4_ref as R
 from tiny_models import ROOT
@@ -228,3 +232,151 @@ def test_loading_a_support_model_changes_nothing_about_the_target(fl):
     d.attach(s)
     attached = s.logits(toks)
     assert np.array_equal(before, after) and np.array_equal(before, attached)
+
+
+# ---- the acceptance prior (docs/DSPARK.md, "Scheduler") --------------------------------------
+
+PRIOR = "ds4rt.dspark.acceptance_prior"
+# tools/sched_model.py's launch-bound GPU-like costs in decode units: verify(n) = 1.0 + 0.035 n,
+# a proposal about one decode
+GPU_LIKE = ds4rt.SchedulerOptions(
+    measured_costs=False, verify_cost_base=1.0, verify_cost_per_token=0.035, propose_cost=1.0
+)
+
+
+def _prior_tool():
+    sys.path.insert(0, str(ROOT / "tools" / "train"))
+    try:
+        import acceptance_prior
+    finally:
+        sys.path.pop(0)
+    return acceptance_prior
+
+
+def with_prior(fl, tmp_path, values, name="prior.gguf") -> str:
+    out = tmp_path / name
+    _prior_tool().rewrite(fl.support, out, list(values))
+    return str(out)
+
+
+@pytest.mark.parametrize(
+    ("value", "pattern"),
+    [
+        (([0.7, 0.6], VT.ARRAY, VT.FLOAT64), "must be an array of FLOAT32"),
+        (([1, 0], VT.ARRAY, VT.UINT32), "must be an array of FLOAT32"),
+        ((0.7, VT.FLOAT32), "must be an array of FLOAT32"),
+        (("0.7", VT.STRING), "must be an array of FLOAT32"),
+        (
+            ([0.7, float("nan")], VT.ARRAY, VT.FLOAT32),
+            r"\[1\] = nan: an acceptance must be in \[0, 1\]",
+        ),
+        (([float("inf")], VT.ARRAY, VT.FLOAT32), r"\[0\] = inf"),
+        (([0.7, -0.1], VT.ARRAY, VT.FLOAT32), r"\[1\] = -0\.1"),
+        (([1.5], VT.ARRAY, VT.FLOAT32), r"\[0\] = 1\.5"),
+        (([0.5] * 17, VT.ARRAY, VT.FLOAT32), "has 17 values: more than the block size"),
+    ],
+)
+def test_a_malformed_acceptance_prior_is_refused_naming_it(fl, tmp_path, value, pattern):
+    m = ds4rt.Model(str(fl.target))
+    path = broken_support(fl, tmp_path, set_keys={PRIOR: value})
+    with pytest.raises(ds4rt.errors.FormatError, match=re.escape(PRIOR) + ".*" + pattern):
+        ds4rt.DSpark(m, path)
+
+
+def test_a_prior_of_the_wrong_length_is_refused(fl, tmp_path):
+    m = ds4rt.Model(str(fl.target))
+    block = ds4rt.DSpark(m, str(fl.support)).info["block_size"]
+    ds4rt.DSpark(m, with_prior(fl, tmp_path, [0.5] * block))
+    with pytest.raises(ds4rt.errors.FormatError, match=re.escape(PRIOR) + " is empty"):
+        ds4rt.DSpark(m, with_prior(fl, tmp_path, [], "empty.gguf"))
+    with pytest.raises(ds4rt.errors.FormatError, match=f"has {block + 1} values"):
+        ds4rt.DSpark(m, with_prior(fl, tmp_path, [0.5] * (block + 1), "long.gguf"))
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    values=st.lists(st.floats(0.0, 1.0, width=32), min_size=1, max_size=5)
+    | st.lists(
+        st.floats(width=32, allow_nan=True, allow_infinity=True) | st.floats(0.0, 1.0, width=32),
+        max_size=20,
+    )
+)
+def test_any_prior_loads_exactly_when_valid_and_starts_the_estimates(fl, tmp_path, values):
+    """Arbitrary float32 arrays (NaN, infinities, negative zero, any length): a support model
+    loads iff its prior is 1..block_size values in [0, 1], and then a fresh scheduler's first
+    plan uses exactly those values per position (the uninformed 0.5 after them)."""
+    m = _model(fl)
+    block = ds4rt.DSpark(m, str(fl.support)).info["block_size"]
+    out = tmp_path / f"prior{next(_SEQ)}.gguf"  # a new file: a loaded one stays mapped
+    _prior_tool().rewrite(fl.support, out, values)
+    valid = 1 <= len(values) <= block and all(0.0 <= v <= 1.0 for v in values)
+    event("loads" if valid else "refused")
+    if not valid:
+        with pytest.raises(ds4rt.errors.FormatError, match=re.escape(PRIOR)):
+            ds4rt.DSpark(m, str(out))
+        return
+    d = ds4rt.DSpark(m, str(out))
+    events = []
+    m.session(max_batch=16).generate(
+        [0, 5, 9], max_tokens=2, dspark=d, scheduler=GPU_LIKE, on_schedule=events.append
+    )
+    acc = events[0]["acceptance"]
+    assert acc[: len(values)] == [float(np.float32(v)) for v in values]
+    assert all(a == 0.5 for a in acc[len(values) :])
+
+
+_MODELS: dict = {}
+_SEQ = itertools.count()
+
+
+def _model(fl):
+    if fl.target not in _MODELS:
+        _MODELS[fl.target] = ds4rt.Model(str(fl.target))
+    return _MODELS[fl.target]
+
+
+def test_with_a_prior_one_missed_probe_does_not_silence_the_drafter(fl, tmp_path):
+    """The cold start: under GPU-like costs a fresh scheduler whose warm-up probe misses stops
+    drafting (the uninformed 0.5 per position); with a prior of 0.8 it drafts on, until its
+    own misses (the tiny pair's drafter is random) outweigh the prior within tens of cycles.
+    Without the key the schedule is the uninformed one, cycle for cycle."""
+    m = _model(fl)
+    toks = prompt_ids(9, m.n_vocab, 31)
+    want = m.session(max_batch=16).generate(toks, max_tokens=120, stop_at_eos=False).ids
+    runs = {}
+    for name, path in (
+        ("none", str(fl.support)),
+        ("removed", str(tmp_path / "removed.gguf")),
+        ("prior", with_prior(fl, tmp_path, [0.8] * 5)),
+    ):
+        if name == "removed":
+            _prior_tool().rewrite(with_prior(fl, tmp_path, [0.8] * 5, "p2.gguf"), path, None)
+        events = []
+        got = (
+            m.session(max_batch=16)
+            .generate(
+                toks,
+                max_tokens=120,
+                dspark=ds4rt.DSpark(m, path),
+                scheduler=GPU_LIKE,
+                confidence_threshold=0.0,
+                stop_at_eos=False,
+                on_schedule=events.append,
+            )
+            .ids
+        )
+        assert got == want
+        runs[name] = events
+    for events in runs.values():
+        assert events[0]["probe"] and events[0]["planned"] == 2 and events[0]["accepted"] == 0
+    assert runs["none"][1]["planned"] == 0  # one miss and the uninformed scheduler stops
+    assert runs["prior"][1]["planned"] > 0  # the prior keeps it drafting
+    run = next(i for i, e in enumerate(runs["prior"][1:], 1) if e["planned"] == 0) - 1
+    assert 1 <= run < 30  # drafted from cycle 1 on, until the evidence outweighed the prior
+    assert all(e["probe"] for e in runs["prior"][60:] if e["planned"] > 0)  # then probes only
+    strip = ("cost_decode", "propose_ms", "verify_ms")
+    assert [{k: v for k, v in e.items() if k not in strip} for e in runs["none"]] == [
+        {k: v for k, v in e.items() if k not in strip} for e in runs["removed"]
+    ]

@@ -495,8 +495,12 @@ def test_the_scheduler_remembers_a_drafter_between_generations(model, fl):
             toks, max_tokens=30, dspark=d, stop_at_eos=False, on_schedule=events.append
         )
         seen.append(events)
-    assert not seen[0][0]["recalled"] and seen[0][0]["probe"]  # the warm-up probe
+    # a fresh measured-cost scheduler: a plain decode that measures the decode, then the
+    # warm-up probe; a recalled one starts from what the first generation learned
+    assert not seen[0][0]["recalled"] and not seen[0][0]["probe"] and seen[0][0]["planned"] == 0
+    assert seen[0][1]["probe"] and seen[0][1]["planned"] == 2
     assert seen[1][0]["recalled"] and seen[1][0]["cost_decode"] > 0
+    assert not any(e["probe"] and e["cycle"] == 1 for e in seen[1])  # no warm-up again
     # the fixed cost model starts afresh every time, so its schedules are reproducible
     for _ in range(2):
         events = []
@@ -504,6 +508,39 @@ def test_the_scheduler_remembers_a_drafter_between_generations(model, fl):
             toks, max_tokens=30, dspark=d, scheduler=FIXED, on_schedule=events.append
         )
         assert not events[0]["recalled"]
+
+
+def test_a_fresh_measured_cost_scheduler_measures_a_decode_before_its_first_probe(model, fl):
+    """Until a plain decode is measured its cost is only inferred (from a probe's verify pass,
+    through the fixed model's shape), so a fresh measured-cost scheduler's first cycle is a
+    plain decode, its second the warm-up probe, planned with the decode it measured; the fixed
+    model needs no measurement and probes at once."""
+    toks = prompt(9, 25)
+    want = plain(model, toks, 20)
+    for draft in (
+        {"dspark": ds4rt.DSpark(model, str(fl.support))},  # a fresh handle
+        {"draft": Oracle(toks + want, model.n_vocab, "wrong")},
+    ):
+        events = []
+        got = model.session(max_batch=32).generate(
+            toks, max_tokens=20, stop_at_eos=False, on_schedule=events.append, **draft
+        )
+        assert got.ids == want
+        first, second = events[0], events[1]
+        assert (first["planned"], first["probe"], first["reason"]) == (0, False, "scheduler")
+        assert first["cost_decode"] == 1.0  # nothing measured: the model's unit
+        assert second["probe"] and second["planned"] == 2
+        assert second["cost_decode"] == first["verify_ms"]  # the decode it measured
+    events = []
+    model.session(max_batch=16).generate(
+        toks,
+        max_tokens=20,
+        dspark=ds4rt.DSpark(model, str(fl.support)),
+        scheduler=FIXED,
+        stop_at_eos=False,
+        on_schedule=events.append,
+    )
+    assert events[0]["probe"] and events[0]["planned"] == 2
 
 
 def test_the_scheduler_remembers_a_host_drafter_between_generations(model):

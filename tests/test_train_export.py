@@ -110,6 +110,28 @@ def test_ship_refuses_a_file_that_changed_on_the_way(shipped_pair, tmp_path):
         ship.install([tmp_path], data, None)
 
 
+def test_ship_writes_the_acceptance_prior(shipped_pair, tmp_path):
+    """--prior: the installed support file carries the measured curve (cut to the block size)
+    as ds4rt.dspark.acceptance_prior, and the sums are the installed files'."""
+    data, _ = shipped_pair
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "support.gguf").write_bytes((data / "default-support.gguf").read_bytes())
+    (out / "metrics.json").write_text(json.dumps({}))
+    new = tmp_path / "data"
+    new.mkdir()
+    (new / "default-target.gguf").write_bytes((data / "default-target.gguf").read_bytes())
+    curve = [0.7, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9, 0.9, 0.9]
+    acc = tmp_path / "acceptance.json"
+    acc.write_text(json.dumps({"always_threshold0": {"conditional_acceptance_at": curve}}))
+    ship.install([out], new, None, acc)
+    meta = ds4rt.gguf.inspect(str(new / "default-support.gguf"))["metadata"]
+    block = meta["dspark.block_size"]
+    assert meta["ds4rt.dspark.acceptance_prior"] == pytest.approx(curve[:block], abs=1e-7)
+    sums = (new / "SHA256SUMS").read_text()
+    assert _sha(new / "default-support.gguf") in sums
+
+
 def _sequence(n, seed=3):
     rng = np.random.default_rng(seed)
     return [0] + [int(t) for t in rng.integers(3, SHAPE.V - 8, n - 1)]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One configuration of tools/sched_bench.py on one thread, for counting work with callgrind.
 
-    valgrind --tool=callgrind python tools/sched_count.py default|quant CONFIG
+    valgrind --tool=callgrind python tools/sched_count.py default|quant CONFIG [SUPPORT]
 
 CONFIG: load (load the model, the DSpark handle and the prompts only), plain (also the plain
 references), adaptive, off, wrong (the references, then DSpark adaptive / DSpark with the
@@ -9,7 +9,8 @@ scheduler off / an always-wrong host drafter, outputs checked identical). The wo
 configuration is its instruction count minus plain's (plain's: minus load's), so startup
 cancels and the numbers do not move with the load of a shared machine (docs/PERFORMANCE.md,
 "DSpark never a net loss"). Default pair: 4 held-out chat prompts, up to 64 tokens each;
-quant pair: one 32-token prompt, 128 tokens.
+quant pair: one 32-token prompt, 128 tokens. SUPPORT replaces the pair's support model (the
+same drafter with an acceptance prior, for instance).
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ from ds4rt import data  # noqa: E402
 
 
 def main(argv=None) -> int:
-    pair, cfg = (argv if argv is not None else sys.argv[1:])[:2]
+    args = argv if argv is not None else sys.argv[1:]
+    pair, cfg = args[:2]
     tgt, sup = (
         (data.default_target(), data.default_support()) if pair == "default" else sb.quant_pair()
     )
+    if len(args) > 2:
+        sup = args[2]
     model = ds4rt.Model(tgt, n_threads=1)
     d = ds4rt.DSpark(model, sup)
     if pair == "default":

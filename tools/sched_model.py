@@ -2,7 +2,7 @@
 """DSpark's scheduler decisions under given costs, without timing anything.
 
     python tools/sched_model.py [--prompts 32] [--tokens 96] [--history-decay 0.99]
-        [--cost NAME=BASE,PER_TOKEN,PROPOSE ...] [--json]
+        [--cost NAME=BASE,PER_TOKEN,PROPOSE ...] [--support FILE] [--json]
 
 The adaptive scheduler picks draft lengths from costs (a plain decode, a verify pass of n
 tokens, a proposal) and from acceptance estimates. Its quality under one machine's costs can be
@@ -24,6 +24,10 @@ generation of a DSpark handle, not the steady state of a long-lived one (docs/PE
 Default profiles (decode units): gpu-like 1.0, 0.035, 1.0 (a small model on a GPU: passes bound
 by launches, a proposal about one decode), cpu-dev2 0.62, 0.39, 0.36 (the default pair on the
 2-core development VM), bw-bound 0.95, 0.05, 0.15 (a large model on a bandwidth-bound part).
+
+--support replaces the embedded support model (the same drafter with an acceptance prior
+written by tools/train/acceptance_prior.py, for instance: the fixed cost model starts every
+generation from the file's prior, so the "fresh" figures are the prior's effect).
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ def main() -> None:
     ap.add_argument("--history-decay", type=float, default=None, help="default: the library's")
     ap.add_argument("--cost", action="append", default=[], help="NAME=BASE,PER_TOKEN,PROPOSE")
     ap.add_argument("--data", type=Path, default=ROOT / ".traindata")
+    ap.add_argument("--support", type=Path, default=None, help="default: the embedded one")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import ds4rt
@@ -113,14 +118,24 @@ def main() -> None:
     )
     prompts = json.loads((args.data / "prompts.json").read_text())[: args.prompts]
     model = ds4rt.Model(data.default_target())
-    out = {"history_decay": decay, "prompts": len(prompts), "tokens": args.tokens, "profiles": {}}
+    support = str(args.support) if args.support else data.default_support()
+    out = {
+        "history_decay": decay,
+        "prompts": len(prompts),
+        "tokens": args.tokens,
+        "support": support,
+        "acceptance_prior": ds4rt.gguf.inspect(support)["metadata"].get(
+            "ds4rt.dspark.acceptance_prior"
+        ),
+        "profiles": {},
+    }
     for name, cost in profiles.items():
         res = {}
         for mode, thr in (
             ("always", 0.0),
             ("adaptive", ds4rt.GenerationOptions().confidence_threshold),
         ):
-            dspark = ds4rt.DSpark(model, data.default_support())  # a fresh handle per configuration
+            dspark = ds4rt.DSpark(model, support)  # a fresh handle per configuration
             res[mode] = run(model, dspark, prompts, args.tokens, cost, mode, thr, decay)
             if not args.json:
                 r = res[mode]

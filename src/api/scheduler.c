@@ -87,6 +87,18 @@ void ds4rt_sched_init(ds4rt_sched *s, const ds4rt_scheduler_params *p) {
     s->probe_gap = p->probe_min > 0 ? p->probe_min : 1;
 }
 
+void ds4rt_sched_set_prior(ds4rt_sched *s, const float *prior, int32_t n) {
+    for (int32_t i = 0; i < n && i < DS4RT_SCHED_MAX; i++) {
+        if (!(prior[i] >= 0.0f && prior[i] <= 1.0f)) continue; /* the loader refuses these; NaN too */
+        s->acc[i] = prior[i];
+        s->prior_w[i] = DS4RT_SCHED_PRIOR_WEIGHT;
+    }
+}
+
+/* The warm-up's probes: the first warmup_cycles cycles after the plain decode that measured the
+ * decode cost (measured costs), or the first warmup_cycles cycles (the fixed model). */
+static bool warming_up(const ds4rt_sched *s) { return s->cycles - s->warm0 < s->p.warmup_cycles; }
+
 /* Cost of a plain decode: measured, or inferred from a measured verify width through the
  * fixed model's shape, or 1 (the fixed model's unit). */
 static double decode_cost(const ds4rt_sched *s) {
@@ -118,8 +130,19 @@ static double verify_cost_raw(const ds4rt_sched *s, int32_t width) {
     while (hi < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms) - 1 && !s->have_verify[hi]) hi++;
     double vlo = lo >= 1 && s->have_verify[lo] ? s->verify_ms[lo] : unit;
     if (lo < 1) lo = 1;
-    if (!s->have_verify[hi] || hi == lo) /* extrapolate with the fixed model's slope */
-        return vlo + unit * s->p.verify_cost_per_token * (width - lo);
+    if (!s->have_verify[hi] || hi == lo) {
+        /* extrapolate with the slope between the two widest measured widths (a measured plain
+         * decode is width 1): a CPU's verify(6) is ~3 decodes where the fixed model's slope
+         * from verify(3) would say ~2. The fixed model's slope until two are measured. */
+        int32_t lo2 = lo - 1;
+        while (lo2 >= 1 && !s->have_verify[lo2]) lo2--;
+        double slope = unit * s->p.verify_cost_per_token;
+        if (lo2 >= 1 && s->have_verify[lo]) {
+            slope = (vlo - s->verify_ms[lo2]) / (double)(lo - lo2);
+            if (!(slope > 0.0)) slope = 0.0; /* noise: a wider pass is not cheaper (NaN-safe) */
+        }
+        return vlo + slope * (width - lo);
+    }
     return vlo + (s->verify_ms[hi] - vlo) * (double)(width - lo) / (double)(hi - lo);
 }
 
@@ -144,7 +167,8 @@ static double expected_tokens(const double *a, int32_t L) {
 
 /* Per-position acceptance estimates for planning. */
 static void estimates(const ds4rt_sched *s, double *a) {
-    for (int32_t i = 0; i < DS4RT_SCHED_MAX; i++) a[i] = s->tries[i] >= MIN_TRIES ? s->acc[i] : s->acc_all;
+    for (int32_t i = 0; i < DS4RT_SCHED_MAX; i++)
+        a[i] = s->tries[i] + s->prior_w[i] >= MIN_TRIES ? s->acc[i] : s->acc_all;
 }
 
 double ds4rt_sched_decode_ms(const ds4rt_sched *s) { return s->p.measured_costs ? decode_cost(s) : 0.0; }
@@ -188,7 +212,16 @@ int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reaso
         note_plan(s, a, max_draft < DS4RT_SCHED_MAX ? max_draft : DS4RT_SCHED_MAX);
         return max_draft;
     }
-    if (s->cycles < s->p.warmup_cycles) { /* nothing measured yet: a warm-up cycle is a probe */
+    if (s->p.measured_costs && s->n_verify[1] == 0) {
+        /* no plain decode measured yet: this cycle measures one. Inferred from a probe's verify
+         * pass through the fixed model's shape instead, a decode can be off by half, and with
+         * it every verify width extrapolated from it (docs/PERFORMANCE.md, "The adaptive
+         * scheduler's cold start") */
+        note_plan(s, a, 0);
+        *reason = DS4RT_NO_DRAFT_SCHEDULER;
+        return 0;
+    }
+    if (warming_up(s)) { /* acceptance and the verify cost unmeasured: a warm-up cycle is a probe */
         int32_t L = max_draft < PROBE_LEN ? max_draft : PROBE_LEN;
         note_plan(s, a, L);
         s->skip_run = 0;
@@ -225,7 +258,7 @@ int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reaso
 }
 
 int32_t ds4rt_sched_trim(const ds4rt_sched *s, const float *conf, int32_t n) {
-    if (s->p.mode != DS4RT_SCHEDULER_ADAPTIVE || s->cycles < s->p.warmup_cycles) return n;
+    if (s->p.mode != DS4RT_SCHEDULER_ADAPTIVE || warming_up(s)) return n;
     double a[DS4RT_SCHED_MAX];
     estimates(s, a);
     double w = conf ? s->p.confidence_weight : 0.0;
@@ -252,6 +285,7 @@ static void ema(double *x, double v, double decay, int64_t n) {
 void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, double propose_ms, double verify_ms) {
     const double k = s->p.history_decay;
     int32_t width = 1 + drafted;
+    if (width == 1 && s->p.measured_costs && s->n_verify[1] == 0) s->warm0 = s->cycles + 1; /* the warm-up next */
     if (width < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms)) {
         ema(&s->verify_ms[width], verify_ms, k, s->n_verify[width]++);
         s->have_verify[width] = true;
@@ -267,7 +301,7 @@ void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, doub
      * not make every position look certain */
     for (int32_t i = 0; i < drafted && i <= accepted && i < DS4RT_SCHED_MAX; i++) {
         double hit = i < accepted ? 1.0 : 0.0;
-        ema(&s->acc[i], hit, k, s->tries[i]++);
+        ema(&s->acc[i], hit, k, s->prior_w[i] + s->tries[i]++); /* a prior: its weight's observations came first */
         ema(&s->acc_all, hit, k, 1 + s->tries_all++);
     }
     if (s->probing) {

@@ -31,6 +31,12 @@
 
 #define DS4RT_SCHED_MAX 16
 
+/* The observations a support model's acceptance prior (its optional metadata array
+ * ds4rt.dspark.acceptance_prior, docs/DSPARK.md "Scheduler") counts as at each position: a
+ * missed probe moves a prior of 0.7 only to 0.62, and after 30 observations the prior weighs
+ * 0.2 of the estimate. */
+#define DS4RT_SCHED_PRIOR_WEIGHT 8
+
 typedef struct ds4rt_sched {
     ds4rt_scheduler_params p;
     int64_t cycles;                  /* cycles observed */
@@ -43,9 +49,13 @@ typedef struct ds4rt_sched {
     int64_t n_propose;
     double acc[DS4RT_SCHED_MAX];     /* conditional acceptance per position */
     int32_t tries[DS4RT_SCHED_MAX];  /* observations behind acc[i] */
+    int32_t prior_w[DS4RT_SCHED_MAX]; /* observations the support model's prior counts as at
+                                        position i (DS4RT_SCHED_PRIOR_WEIGHT; 0: no prior) */
     double acc_all;                  /* over every position tried: stands in for positions
                                         with few observations (deeper ones, typically) */
     int64_t tries_all;
+    int64_t warm0;                   /* cycles before the warm-up: with measured costs the
+                                        plain decode that measured the decode cost */
     int32_t skip_run;                /* consecutive cycles skipped */
     int32_t probe_gap;
     bool probing;                    /* the current proposal is a probe */
@@ -74,6 +84,12 @@ double ds4rt_sched_cost_propose(const ds4rt_sched *s);
 double ds4rt_sched_cost_verify(const ds4rt_sched *s, int32_t width);
 
 void ds4rt_sched_init(ds4rt_sched *s, const ds4rt_scheduler_params *p);
+
+/* After ds4rt_sched_init: start the acceptance estimates of positions 0..n-1 from prior[]
+ * (the loader validates: in [0, 1]; a value outside, NaN included, is skipped here), each
+ * counted as DS4RT_SCHED_PRIOR_WEIGHT observations. Positions past n (n is clamped to
+ * DS4RT_SCHED_MAX) and skipped ones keep the uninformed start. */
+void ds4rt_sched_set_prior(ds4rt_sched *s, const float *prior, int32_t n);
 
 /* Draft length to ask for, <= max_draft; 0 with *reason set when not drafting. */
 int32_t ds4rt_sched_plan(ds4rt_sched *s, int32_t max_draft, ds4rt_no_draft_reason *reason, bool *probe);

@@ -459,6 +459,7 @@ ds4rt_status ds4rt_generate_speculative(ds4rt_session *s, const int32_t *prompt,
     r.sample = gp->sampler->temperature > 0.0f;
     ds4rt_rng_seed(&r.rng, gp->sampler->seed);
     ds4rt_sched_init(&r.sched, sp->scheduler);
+    if (r.d != NULL) ds4rt_sched_set_prior(&r.sched, r.d->acceptance_prior, (int32_t)r.d->n_prior);
     r.block = block;
     /* what an earlier generation with this drafter learned (costs, acceptance, probe gap) */
     const void *mem_key = r.d != NULL ? (const void *)r.d : sp->draft_user;

@@ -58,6 +58,9 @@ struct ds4rt_dspark {
     ds4rt_rope rope;                /* dense parameters */
     bool sim_fp8;
     char tensor_types[160];         /* "main_proj=Q8_0 markov=BF16 ..." for messages */
+    float acceptance_prior[DS4RT_DSPARK_MAX_BLOCK]; /* the file's measured per-position acceptance
+                                        (ds4rt.dspark.acceptance_prior), the scheduler's start */
+    uint32_t n_prior;               /* its length; 0: the file has none */
     struct ds4rt_sched_memory *sched_mem; /* what the adaptive scheduler learned with this drafter,
                                         kept between generations (scheduler.h); mutable */
     ds4rt_weight_arena arena;

@@ -181,6 +181,34 @@ static ds4rt_status read_metadata(struct ds4rt_dspark *d) {
     return DS4RT_OK;
 }
 
+/* The optional acceptance prior (docs/DSPARK.md, "Scheduler"): the drafter's measured
+ * conditional acceptance per block position, a FLOAT32 array of 1..block_size values in [0, 1].
+ * One spelling, ds4rt's own namespace, in either layout. Absent: the scheduler starts
+ * uninformed. */
+#define PRIOR_KEY "ds4rt.dspark.acceptance_prior"
+
+static ds4rt_status read_prior(struct ds4rt_dspark *d) {
+    const ds4rt_gguf_kv *kv = ds4rt_gguf_find_kv(d->gguf, PRIOR_KEY);
+    d->n_prior = 0;
+    if (kv == NULL) return DS4RT_OK;
+    if (kv->type != DS4RT_GGUF_ARRAY || kv->array_type != DS4RT_GGUF_FLOAT32)
+        return ds4rt_fail(DS4RT_ERR_FORMAT, "%s must be an array of FLOAT32 (the acceptance per draft position)",
+                          PRIOR_KEY);
+    if (kv->array_len == 0) return ds4rt_fail(DS4RT_ERR_FORMAT, "%s is empty", PRIOR_KEY);
+    if (kv->array_len > d->block_size)
+        return ds4rt_fail(DS4RT_ERR_FORMAT, "%s has %llu values: more than the block size %u", PRIOR_KEY,
+                          (unsigned long long)kv->array_len, d->block_size);
+    for (uint32_t i = 0; i < (uint32_t)kv->array_len; i++) {
+        double v;
+        TRY(ds4rt_gguf_array_f64(kv, i, &v));
+        if (!(v >= 0.0 && v <= 1.0)) /* NaN and infinities included */
+            return ds4rt_fail(DS4RT_ERR_FORMAT, "%s[%u] = %g: an acceptance must be in [0, 1]", PRIOR_KEY, i, v);
+        d->acceptance_prior[i] = (float)v;
+    }
+    d->n_prior = (uint32_t)kv->array_len;
+    return DS4RT_OK;
+}
+
 /* ---- binding ------------------------------------------------------------------------------ */
 
 static void describe_type(struct ds4rt_dspark *d, const char *label, const ds4rt_dweight *w) {
@@ -241,6 +269,7 @@ static ds4rt_status dspark_bind(struct ds4rt_dspark *d, const char *path, const 
                           (int)(arch.len > 64 ? 64 : arch.len), arch.data);
     TRY(count_stages(d));
     TRY(read_metadata(d));
+    TRY(read_prior(d));
     TRY(bind_all(d, dry, account));
     const ds4rt_hparams *hp = &d->target->hp;
     /* the context window: asked for, else a dflash draft's own, else the target's */

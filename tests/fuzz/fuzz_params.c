@@ -8,8 +8,10 @@
  * sampler always samples an id in [0, n_vocab), and for finite logits its probabilities are
  * finite, non-negative and sum to 1 (greedy: one-hot at the argmax).
  * Scheduler: ds4rt_scheduler_params_read refuses fields outside their documented domains; on
- * accepted params, 64 cycles of plan / trim / observe (with fuzzed acceptance, confidences and
- * timings) keep every draft length within [0, max_draft] and never overflow (UBSan).
+ * accepted params, with a fuzzed acceptance prior (a support model's, up to DS4RT_SCHED_MAX values
+ * in [0, 1]) or none, 64 cycles of plan / trim / observe (with fuzzed acceptance, confidences and
+ * timings) keep every draft length within [0, max_draft] and every acceptance estimate in [0, 1],
+ * and never overflow (UBSan).
  * Links the library's objects, to reach the scheduler (src/api/scheduler.h).
  */
 #include <math.h>
@@ -131,12 +133,19 @@ static void fuzz_scheduler(reader *r) {
     }
     ds4rt_sched sched;
     ds4rt_sched_init(&sched, &p);
+    /* a support model's acceptance prior (validated at load: values in [0, 1]) or none; unit()
+     * also gives any float bits, which ds4rt_sched_set_prior must skip */
+    float prior[DS4RT_SCHED_MAX];
+    int32_t n_prior = (int32_t)(u32(r) % (DS4RT_SCHED_MAX + 1));
+    for (int32_t i = 0; i < n_prior; i++) prior[i] = unit(r);
+    ds4rt_sched_set_prior(&sched, prior, n_prior);
     for (int cycle = 0; cycle < 64; cycle++) {
         int32_t max_draft = (int32_t)(u32(r) % (DS4RT_SCHED_MAX + 2)) - 1;
         ds4rt_no_draft_reason reason = DS4RT_NO_DRAFT_SCHEDULER;
         bool probe = false;
         int32_t L = ds4rt_sched_plan(&sched, max_draft, &reason, &probe);
         REQUIRE(L >= 0 && L <= (max_draft > 0 ? max_draft : 0));
+        for (int32_t i = 0; i < DS4RT_SCHED_MAX; i++) REQUIRE(sched.plan_acc[i] >= 0.0 && sched.plan_acc[i] <= 1.0);
         if (L == 0) REQUIRE((unsigned)reason < DS4RT_NO_DRAFT_REASON_COUNT);
         float conf[DS4RT_SCHED_MAX];
         for (int32_t i = 0; i < L; i++) conf[i] = unit(r);

@@ -99,7 +99,8 @@ def write_corpus(root: str) -> None:
 
 
 def write_models(out: str) -> tuple[str, str]:
-    """A 2-layer float target (no compressors) and its DSpark support model."""
+    """A 2-layer float target (no compressors) and its DSpark support model, with an acceptance
+    prior (ds4rt.dspark.acceptance_prior), so fuzz_support mutates its validation too."""
     from dspark_helpers import tiny_pair
     from reference import dspark_tiny as DT
     from reference import tiny
@@ -109,6 +110,15 @@ def write_models(out: str) -> tuple[str, str]:
     target, support = os.path.join(out, "target.gguf"), os.path.join(out, "support.gguf")
     tiny.write_gguf(target, hp, w)
     DT.write_support_gguf(support, dp, sw)
+    sys.path.insert(0, os.path.join(os.path.dirname(TESTS), "tools", "train"))
+    try:
+        import acceptance_prior
+    finally:
+        sys.path.pop(0)
+    plain = support + ".plain"
+    os.replace(support, plain)
+    acceptance_prior.rewrite(plain, support, [0.7, 0.6, 0.5])
+    os.remove(plain)
     return target, support
 
 

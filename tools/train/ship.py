@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Step 4: make the device's files the embedded default pair.
 
-    python tools/train/ship.py DIR [DIR2] [--data-dir D] [--bench F]
+    python tools/train/ship.py DIR [DIR2] [--data-dir D] [--bench F] [--prior ACCEPTANCE.json]
 
 DIR (and DIR2, for a run in two calls) hold what tools/train/device_run.sh left in $OUT:
 target.gguf.part* (or target.gguf), support.gguf, metrics.json. The target is reassembled, every
@@ -14,6 +14,11 @@ ship a tiny pair into a temporary folder).
 A support-only run (tools/train/device_drafter.sh) returns no target: then the shipped target
 (already in the data folder) is paired with the new support model, and only the support entry
 of the training metrics is replaced.
+
+--prior writes the drafter's measured acceptance (the JSON of tools/train/accept_ds4rt.py or
+eval_ds4rt.py, measured on this pair) into the installed support file as its acceptance prior
+(ds4rt.dspark.acceptance_prior, tools/train/acceptance_prior.py; docs/DSPARK.md "Scheduler");
+the device's file is checked against its sum before, and the installed one is what loads.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 DATA = ROOT / "ds4rt" / "data"
 
 
@@ -34,8 +40,11 @@ def sha256(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def install(dirs: list[Path], data: Path = DATA, bench: Path | None = None) -> list[str]:
-    """Check and install the files of `dirs` into `data`; returns the SHA256SUMS lines."""
+def install(
+    dirs: list[Path], data: Path = DATA, bench: Path | None = None, prior: Path | None = None
+) -> list[str]:
+    """Check and install the files of `dirs` into `data` (the support file with the acceptance
+    prior of the JSON `prior`, if given); returns the SHA256SUMS lines."""
     metrics, sums = {}, {}
     for d in dirs:
         m = json.loads((d / "metrics.json").read_text())
@@ -64,6 +73,14 @@ def install(dirs: list[Path], data: Path = DATA, bench: Path | None = None) -> l
     for name, p in (("target.gguf", target), ("support.gguf", support)):
         if name in sums and sums[name] != sha256(p):
             raise SystemExit(f"{name}: sha256 differs from the device's")
+    if prior is not None:
+        import acceptance_prior as prior_tool
+
+        curve = prior_tool.curve_from_json(json.loads(prior.read_text()), "always_threshold0")
+        block = prior_tool.read_meta(support.read_bytes())["block_size"]
+        with_prior = tmp / "support.gguf"
+        prior_tool.rewrite(support, with_prior, prior_tool.check_curve(curve, block))
+        support = with_prior
     import ds4rt
 
     model = ds4rt.Model(str(target))
@@ -90,8 +107,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--bench", type=Path, default=ROOT / "docs" / "bench" / "default_model_training.json"
     )
+    ap.add_argument("--prior", type=Path, default=None, help="acceptance JSON (accept_ds4rt.py)")
     args = ap.parse_args(argv)
-    print("\n".join(install(args.dirs, args.data_dir, args.bench)))
+    print("\n".join(install(args.dirs, args.data_dir, args.bench, args.prior)))
     return 0
 
 
