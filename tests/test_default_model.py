@@ -86,6 +86,48 @@ def test_the_drafter_drafts_for_the_target():
     assert accepted >= MIN_ACCEPTED_PER_CYCLE * cycles, (accepted, cycles)
 
 
+# tools/sched_model.py's launch-bound GPU-like costs (decode units): the fixed cost model makes
+# the scheduler's choices independent of this machine's timings
+GPU_LIKE = ds4rt.SchedulerOptions(
+    measured_costs=False, verify_cost_base=1.0, verify_cost_per_token=0.035, propose_cost=1.0
+)
+
+
+def test_the_shipped_acceptance_prior_keeps_a_fresh_scheduler_drafting(tmp_path):
+    """The shipped support file carries the drafter's measured acceptance per position
+    (docs/MODELS.md "The acceptance prior"); with it a fresh handle drafts `def fibonacci(n):`
+    from its first cycle on where the same drafter without it declines after the warm-up probe
+    (its first draft misses), under costs where drafting pays."""
+    sys.path.insert(0, str(ROOT / "tools" / "train"))
+    try:
+        import acceptance_prior
+    finally:
+        sys.path.pop(0)
+    meta = ds4rt.gguf.inspect(data.default_support())["metadata"]
+    prior = meta["ds4rt.dspark.acceptance_prior"]
+    assert len(prior) == 5 and all(0.5 < a < 0.95 for a in prior), prior
+    bare = tmp_path / "no-prior.gguf"
+    acceptance_prior.rewrite(data.default_support(), bare, None)
+    m = ds4rt.Model(data.default_target())
+    prompt = m.tokenizer.encode_chat([{"role": "user", "content": "def fibonacci(n):"}])
+    want = m.session().generate(prompt, max_tokens=96).ids
+    runs = {}
+    for name, path in (("shipped", data.default_support()), ("bare", str(bare))):
+        s, events = m.session(), []
+        out = s.generate(
+            prompt, max_tokens=96, dspark=ds4rt.DSpark(m, path), scheduler=GPU_LIKE,
+            on_schedule=events.append,
+        )  # fmt: skip
+        assert out.ids == want
+        runs[name] = (events, s.spec_stats())
+    bare_events, bare_stats = runs["bare"]
+    assert bare_events[0]["probe"] and all(e["planned"] == 0 for e in bare_events[1:])
+    events, st = runs["shipped"]
+    assert all(e["planned"] > 0 for e in events), [e["planned"] for e in events]
+    # the answer is 16 tokens and an EOS: 10 drafts accepted in 5 verified cycles when shipped
+    assert st["accepted_draft"] >= 8 and st["cycles"] < bare_stats["cycles"], st
+
+
 def _torch_pair():
     pytest.importorskip("torch")
     import torch
