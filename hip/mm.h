@@ -50,8 +50,8 @@ int64_t ds4rt_gk_qm_min_n(void);
 const char *ds4rt_gk_qm_reason(void);
 
 /* The forms the expert-stack products take in this process, decided once from
- * DS4RT_GPU_QS_IQ2 (new, the default, or old: the IQ2_XXS arithmetic of mm_qs_kernel) and
- * DS4RT_GPU_QS_Q2K (0, the default: mm_q_kernel; 1 or new / old: mm_qs_kernel's Q2_K form), as
+ * DS4RT_GPU_QS_IQ2 (old, the default, or new: the IQ2_XXS arithmetic of mm_qs_kernel) and
+ * DS4RT_GPU_QS_Q2K (1 or new, the default, or old: mm_qs_kernel's Q2_K form; 0: mm_q_kernel), as
  * one line; the backend appends it to the device's description (docs/GPU.md, "Matrix
  * products"). Every form gives the same bits. */
 const char *ds4rt_gk_mm_forms(void);

@@ -2009,9 +2009,13 @@ static bool qt_fused(const ds4rt_gk_weight *w, int64_t n) {
 
 /* The forms of the expert-stack products, decided once per process from the environment and
  * reported by ds4rt_gk_mm_forms() (the backend appends it to the device's description):
- *   DS4RT_GPU_QS_IQ2 = new (default) | old: mm_qs_kernel's IQ2_XXS arithmetic (QS_NEW, QS_OLD);
- *   DS4RT_GPU_QS_Q2K = 0 (default: mm_q_kernel) | 1 or new (mm_qs_kernel, QS_NEW) | old
- *   (mm_qs_kernel, QS_OLD). Every form gives the same bits (tests/test_gpu_mm.py runs each). */
+ *   DS4RT_GPU_QS_IQ2 = old (default) | new: mm_qs_kernel's IQ2_XXS arithmetic (QS_OLD, QS_NEW);
+ *   DS4RT_GPU_QS_Q2K = 1 or new (default: mm_qs_kernel, QS_NEW) | old (mm_qs_kernel, QS_OLD) |
+ *   0 (mm_q_kernel). Every form gives the same bits (tests/test_gpu_mm.py runs each). The
+ *   defaults are the measured ones: on an H100, expert shapes, IQ2_XXS QS_NEW took 1.13x QS_OLD's
+ *   time at n = 1..8, and Q2_K in mm_qs_kernel half of mm_q_kernel's
+ *   (docs/PERFORMANCE.md, "The expert forms measured"). A value not understood gives the
+ *   default and says so. */
 typedef struct {
     int iq2;  /* QS_OLD or QS_NEW */
     int q2k;  /* -1: mm_q_kernel; else the mm_qs_kernel form */
@@ -2023,11 +2027,10 @@ static const qs_forms *qs_decided(void) {
         qs_forms r;
         const char *e1 = getenv("DS4RT_GPU_QS_IQ2"), *e2 = getenv("DS4RT_GPU_QS_Q2K");
         const bool s1 = e1 != NULL && e1[0] != '\0', s2 = e2 != NULL && e2[0] != '\0';
-        r.iq2 = s1 && strcmp(e1, "old") == 0 ? QS_OLD : QS_NEW;
+        r.iq2 = s1 && strcmp(e1, "new") == 0 ? QS_NEW : QS_OLD;
         const char *n1 = !s1 ? "default" : strcmp(e1, "old") == 0 || strcmp(e1, "new") == 0 ? "DS4RT_GPU_QS_IQ2"
                          : "DS4RT_GPU_QS_IQ2 not understood";
-        r.q2k = !s2 || strcmp(e2, "0") == 0 ? -1 : strcmp(e2, "old") == 0 ? QS_OLD
-                : strcmp(e2, "1") == 0 || strcmp(e2, "new") == 0 ? QS_NEW : -1;
+        r.q2k = s2 && strcmp(e2, "0") == 0 ? -1 : s2 && strcmp(e2, "old") == 0 ? QS_OLD : QS_NEW;
         const bool bad2 = s2 && strcmp(e2, "0") != 0 && strcmp(e2, "old") != 0 && strcmp(e2, "1") != 0 &&
                           strcmp(e2, "new") != 0;
         snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s)",
@@ -2060,11 +2063,10 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
     if (kind == A_Q8_0 && !EXPERTS && aligned && n_grid_rows <= QT_TOK) { /* decode, short verify */
         launch_qt(w, a, n_grid_rows, 1, false, s);
     } else if (EXPERTS && aligned && (w->type == T_IQ2_XXS || (w->type == T_Q2_K && qs_decided()->q2k >= 0))) {
-        /* split block terms (mm_qs_kernel). Q2_K only with DS4RT_GPU_QS_Q2K: the kernel's first,
-         * 16-thread Q2_K form measured no faster at n = 1 (106 against 105 us a decode) and slower
-         * at n = 8 (733 against 642) on the H200, 2026-12-03; the 4-thread forms are not measured
-         * yet, so by default Q2_K expert stacks keep mm_q_kernel (docs/PERFORMANCE.md, "The fourth
-         * kernel round") */
+        /* split block terms (mm_qs_kernel). Q2_K unless DS4RT_GPU_QS_Q2K=0: the kernel's first,
+         * 16-thread Q2_K form measured no faster than mm_q_kernel (docs/PERFORMANCE.md, "The
+         * fourth kernel round"); its 4-thread forms take half the time at expert shapes ("The
+         * expert forms measured") */
         a.nb = w->cols / block_elems(w->type);
         if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
         const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows);

@@ -110,7 +110,7 @@ def test_expert_forms_default_reported(test_mm):
     if r.returncode == NO_DEVICE:
         pytest.skip(r.stdout.strip() or "no GPU device")
     info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
-    assert info and "IQ2_XXS mm_qs new (default), Q2_K mm_q (default)" in info[0], info
+    assert info and "IQ2_XXS mm_qs old (default), Q2_K mm_qs new (default)" in info[0], info
 
 
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256
