@@ -56,9 +56,9 @@ def test_embedded_files_match_their_checksums():
 # Accepted drafts per verified cycle that the shipped drafter must reach on the held-out prompts
 # (48 tokens each, every cycle drafting a full block): a drafter right by chance accepts about
 # 1/V = 0.0002; the first drafter reached 0.44, the retrained one 0.96, the second run's 1.27,
-# the third run's (shipped now) 1.94 (docs/MODELS.md), so a return to an earlier drafter's
-# level fails here.
-MIN_ACCEPTED_PER_CYCLE = 1.5
+# the third run's 1.94, the fourth run's (shipped now) 2.20 (docs/MODELS.md), so a return to
+# an earlier drafter's level fails here.
+MIN_ACCEPTED_PER_CYCLE = 2.0
 
 
 def test_the_drafter_drafts_for_the_target():
@@ -70,8 +70,8 @@ def test_the_drafter_drafts_for_the_target():
     st = s.spec_stats()
     assert out.ids == m.session().generate(prompt, max_tokens=48).ids
     # a drafter trained on the target's continuations accepts far more than chance (1/V: 30
-    # drafts give 0.007). The answer is 16 tokens and an EOS; the shipped drafter accepts 10
-    # drafts in 5 cycles there (the second run's 9 in 6, the first pair's answer was 5 tokens)
+    # drafts give 0.007). The answer is 16 tokens and an EOS; the shipped drafter accepts 11
+    # drafts in 4 cycles there (the third run's 10 in 5, the second run's 9 in 6)
     assert st["accepted_draft"] >= 4, st
     accepted = cycles = 0
     for text in HELDOUT_PROMPTS:
@@ -93,11 +93,11 @@ GPU_LIKE = ds4rt.SchedulerOptions(
 )
 
 
-def test_the_shipped_acceptance_prior_keeps_a_fresh_scheduler_drafting(tmp_path):
+def test_the_shipped_acceptance_prior_starts_a_fresh_scheduler(tmp_path):
     """The shipped support file carries the drafter's measured acceptance per position
-    (docs/MODELS.md "The acceptance prior"); with it a fresh handle drafts `def fibonacci(n):`
-    from its first cycle on where the same drafter without it declines after the warm-up probe
-    (its first draft misses), under costs where drafting pays."""
+    (docs/MODELS.md "The acceptance prior"): a fresh handle's scheduler starts its estimates
+    there (the same drafter without the key: at the uninformed 0.5), and on costs where
+    drafting pays it drafts `def fibonacci(n):` in every cycle, output unchanged."""
     sys.path.insert(0, str(ROOT / "tools" / "train"))
     try:
         import acceptance_prior
@@ -120,12 +120,12 @@ def test_the_shipped_acceptance_prior_keeps_a_fresh_scheduler_drafting(tmp_path)
         )  # fmt: skip
         assert out.ids == want
         runs[name] = (events, s.spec_stats())
-    bare_events, bare_stats = runs["bare"]
-    assert bare_events[0]["probe"] and all(e["planned"] == 0 for e in bare_events[1:])
+    assert runs["shipped"][0][0]["acceptance"][:5] == pytest.approx(prior, abs=1e-6)
+    assert runs["bare"][0][0]["acceptance"][:5] == [0.5] * 5
     events, st = runs["shipped"]
     assert all(e["planned"] > 0 for e in events), [e["planned"] for e in events]
-    # the answer is 16 tokens and an EOS: 10 drafts accepted in 5 verified cycles when shipped
-    assert st["accepted_draft"] >= 8 and st["cycles"] < bare_stats["cycles"], st
+    # the answer is 16 tokens and an EOS: the shipped drafter accepts 11 drafts in 4 cycles
+    assert st["accepted_draft"] >= 8, st
 
 
 def _torch_pair():

@@ -16,6 +16,8 @@ identical to plain decoding's.
   dspark-off        DSpark attached, scheduler "off" (the loop and the captures, no drafting)
   dspark-always     DSpark, every cycle a full block (threshold 0)
   wrong-adaptive    a host drafter that is always wrong, default scheduler
+  alt-adaptive      with --alt-support FILE: DSpark with that support file, default scheduler
+                    (two drafters, or one with and without its acceptance prior, side by side)
 
 --pair default: the embedded pair on chat prompts made from function signatures of held-out
 standard-library files (tools/train/corpus.py's split). --pair quant: the generated quant pair
@@ -174,6 +176,11 @@ def main(argv=None) -> int:
     ap.add_argument("--prompts", type=int, default=12)
     ap.add_argument("--configs", default="plain,dspark-adaptive,dspark-off,wrong-adaptive")
     ap.add_argument("--good", type=int, default=0, help="prompts for the prediction check")
+    ap.add_argument(
+        "--alt-support",
+        default=None,
+        help="a second support file for the same target: adds alt-adaptive (its own handle)",
+    )
     args = ap.parse_args(argv)
 
     if args.pair == "default":
@@ -196,6 +203,8 @@ def main(argv=None) -> int:
         "dspark-always": {"dspark": dspark, "scheduler": "always", "confidence_threshold": 0.0},
         "wrong-adaptive": {"draft": wrong_drafter},
     }
+    if args.alt_support:
+        configs["alt-adaptive"] = {"dspark": ds4rt.DSpark(model, args.alt_support)}
     names = args.configs.split(",")
     load0 = os.getloadavg()
     _, _, refs, _ = round_of(model, prompts, args.tokens, {}, stop_at_eos)  # warm-up, refs
