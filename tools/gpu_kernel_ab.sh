@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B of the expert-stack product forms on the GPU machine, in one device call (docs/GPU.md,
-# "Matrix products": DS4RT_GPU_QS_IQ2=new|old, DS4RT_GPU_QS_Q2K=0|1|old). Every setting runs in
+# "Matrix products": DS4RT_GPU_QS_IQ2=old|new, DS4RT_GPU_QS_Q2K=1|old|0). Every setting runs in
 # a fresh process, the settings alternated round by round; results as JSON under $OUT.
 #
 #   OUT=DIR bash tools/gpu_kernel_ab.sh            # from the repository root, on the device
@@ -36,20 +36,21 @@ want() { [[ " $STEPS " == *" $1 "* ]]; }
 mkdir -p "$OUT" "$WORK"
 : >"$OUT/ab.log"
 
-# settings: name, then the environment (the unset knobs are removed from the environment)
-SETTINGS_MM=("iq2new_q2k0:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=0"
-             "iq2old_q2kold:DS4RT_GPU_QS_IQ2=old,DS4RT_GPU_QS_Q2K=old"
-             "iq2new_q2k1:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=1")
-SETTINGS_E2E=("iq2old_q2k0:DS4RT_GPU_QS_IQ2=old,DS4RT_GPU_QS_Q2K=0"
-              "iq2new_q2k0:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=0"
-              "iq2new_q2k1:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=1")
+# settings: name, then the environment (the unset knobs are removed from the environment; an
+# empty one is the library's defaults). MM_SETTINGS / E2E_SETTINGS (space-separated) replace them.
+SETTINGS_MM=("default:"
+             "iq2new_q2k0:DS4RT_GPU_QS_IQ2=new,DS4RT_GPU_QS_Q2K=0"
+             "iq2old_q2kold:DS4RT_GPU_QS_IQ2=old,DS4RT_GPU_QS_Q2K=old")
+SETTINGS_E2E=("default:" "q2k_mmq:DS4RT_GPU_QS_Q2K=0")
+[ -z "${MM_SETTINGS:-}" ] || read -r -a SETTINGS_MM <<<"$MM_SETTINGS"
+[ -z "${E2E_SETTINGS:-}" ] || read -r -a SETTINGS_E2E <<<"$E2E_SETTINGS"
 # runs "$@" with setting $1's environment
 with_setting() {
   local spec=$1
   shift
   local -a envs=()
-  IFS=, read -r -a envs <<<"${spec#*:}"
-  env -u DS4RT_GPU_QS_IQ2 -u DS4RT_GPU_QS_Q2K "${envs[@]}" "$@"
+  [ -z "${spec#*:}" ] || IFS=, read -r -a envs <<<"${spec#*:}"
+  env -u DS4RT_GPU_QS_IQ2 -u DS4RT_GPU_QS_Q2K ${envs[@]+"${envs[@]}"} "$@"
 }
 
 site=$WORK/site
@@ -124,7 +125,15 @@ if want e2e; then
         with_setting "$s" python3 tools/bench_gpu.py --target /tmp/big4.gguf --backends cuda \
           --cache off --graphs 1 --sizes 1,2,4,8 --prefill 16 --repeats 3 --budget-s 8 \
           --out "$OUT/e2e_${name}_r$r.json" >/dev/null 2>>"$OUT/ab.log"
-        say "e2e $name round $r: exit $?"
+        say "e2e $name round $r: exit $? $(python3 - "$OUT/e2e_${name}_r$r.json" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))["results"][0]
+    print("us per pass:", " ".join(f"n={v['n']} {v['us_per_pass']:.0f}" for v in r["verify"]))
+except Exception as e:  # noqa: BLE001
+    print(e)
+EOF
+)"
       done
     done
   fi
