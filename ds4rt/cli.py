@@ -112,10 +112,10 @@ def _fmt_value(value: Any, type_label: str) -> str:
 
 def _notable_prefixes(arch: str) -> list[str]:
     """Metadata key prefixes worth showing for an architecture: its own keys, plus the
-    `dspark.` keys of a ds4 DSpark support file."""
+    `dspark.` keys of a ds4 DSpark support file and ds4rt's own (its acceptance prior)."""
     prefixes = [arch + "."] if arch else []
     if "dspark" in arch:
-        prefixes.append("dspark.")
+        prefixes += ["dspark.", "ds4rt.dspark."]
     return prefixes
 
 

@@ -261,6 +261,7 @@ def test_verbose_load_details():
         "session state",
         "ds4-cli: cache: auto -> off (",
         "ds4-cli: DSpark support ",
+        ", acceptance prior 0.",  # the embedded support model's: the scheduler's start
     ):
         assert part in err, err
     assert "loading" not in err  # no progress bar when stderr is not a terminal

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,7 @@ def test_info_dspark_support_file(tmp_path, capsys):
             ("general.architecture", gc.STRING, "deepseek4-dspark"),
             ("dspark.block_size", gc.UINT32, 5),
             ("dspark.target_layer_ids", gc.ARRAY, (gc.UINT32, [40, 41, 42])),
+            ("ds4rt.dspark.acceptance_prior", gc.ARRAY, (gc.FLOAT32, [0.75, 0.5])),
             ("unrelated.key", gc.UINT32, 1),
         ],
         [gc.Tensor("mtp.0.main_norm.weight", [16], gc.F32)],
@@ -81,8 +83,10 @@ def test_info_dspark_support_file(tmp_path, capsys):
     p.write_bytes(img.data)
     rc, out, _ = run(capsys, "info", str(p))
     assert rc == 0
-    assert "hyperparameters (deepseek4-dspark.*, dspark.*):" in out
-    assert "dspark.target_layer_ids  [40, 41, 42]" in out
+    assert "hyperparameters (deepseek4-dspark.*, dspark.*, ds4rt.dspark.*):" in out
+    assert re.search(r"\n  dspark\.target_layer_ids +\[40, 41, 42\]\n", out), out
+    # the scheduler's start (docs/DSPARK.md "Scheduler")
+    assert re.search(r"\n  ds4rt\.dspark\.acceptance_prior +\[0\.75, 0\.5\]\n", out), out
     assert "unrelated.key" not in out
 
 
