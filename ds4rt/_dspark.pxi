@@ -23,6 +23,8 @@ cdef extern from "ds4rt.h":
         uint32_t n_target_layers
         uint32_t target_layers[8]
         char tensor_types[160]
+        uint32_t n_acceptance_prior
+        float acceptance_prior[16]
     ctypedef struct ds4rt_spec_stats:
         size_t size
         uint64_t cycles
@@ -110,6 +112,9 @@ cdef class _DSpark:
             "window": info.window,
             "target_layers": [info.target_layers[i] for i in range(info.n_target_layers)],
             "tensor_types": info.tensor_types.decode(),
+            "acceptance_prior": [
+                info.acceptance_prior[i] for i in range(info.n_acceptance_prior)
+            ],
         }
 
 

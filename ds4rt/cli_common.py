@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from . import data, gguf
+from . import data
 from .dspark import SCHEDULERS, DSpark
 from .generation import GenerationOptions, SchedulerOptions
 from .model import BACKENDS, CACHE_POLICIES, LOAD_MODES, NUMERICS, Model
@@ -404,9 +404,7 @@ def print_details(model: Model, dspark: DSpark | None, args: argparse.Namespace)
     ]
     if dspark is not None:
         d = dspark.info
-        # the scheduler starts from the file's measured acceptance when it has one
-        # (docs/DSPARK.md, "Scheduler"): say which start this run has
-        prior = gguf.inspect(dspark.path)["metadata"].get("ds4rt.dspark.acceptance_prior")
+        prior = d["acceptance_prior"]  # where the scheduler starts (docs/DSPARK.md, "Scheduler")
         lines.append(
             f"DSpark support {dspark.path}: {d['layout']} layout, {d['n_stages']} stages, "
             f"block {d['block_size']}, target layers {d['target_layers']}, "

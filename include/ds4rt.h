@@ -50,7 +50,7 @@ extern "C" {
 #define DS4RT_API_VERSION 1
 /* Revision of the header within DS4RT_API_VERSION: 0 was the first (tests/abi/ds4rt_1_0.h),
  * each revision only adds. Lets a host test at compile time for a field or call it uses. */
-#define DS4RT_ABI_MINOR 3
+#define DS4RT_ABI_MINOR 4
 
 /* ------------------------------------------------------------------------------------------ */
 /* Opaque handles                                                                               */
@@ -627,6 +627,8 @@ DS4RT_API void ds4rt_dspark_free(ds4rt_dspark *dspark);
 
 #define DS4RT_MAX_TARGET_LAYERS 8   /* ds4rt_dspark_info.target_layers */
 #define DS4RT_TENSOR_TYPES_LEN 160  /* ds4rt_dspark_info.tensor_types */
+#define DS4RT_MAX_DRAFT 16          /* the largest block size: most drafts a cycle verifies
+                                       (ds4rt_dspark_info, ds4rt_spec_stats) */
 
 typedef struct ds4rt_dspark_info {
     size_t size;             /* set by the caller to sizeof(ds4rt_dspark_info) */
@@ -640,6 +642,12 @@ typedef struct ds4rt_dspark_info {
     uint32_t target_layers[DS4RT_MAX_TARGET_LAYERS]; /* 0-based target layers whose outputs are
                                                         captured */
     char tensor_types[DS4RT_TENSOR_TYPES_LEN]; /* e.g. "main_proj=Q8_0 markov_w1=BF16 ..." */
+    /* Fields below were added in ABI 1.4. */
+    uint32_t n_acceptance_prior; /* values in acceptance_prior: the file's measured acceptance per
+                                    draft position (ds4rt.dspark.acceptance_prior), where the
+                                    adaptive scheduler's estimates start; 0: none, it starts
+                                    uninformed */
+    float acceptance_prior[DS4RT_MAX_DRAFT];
 } ds4rt_dspark_info;
 
 DS4RT_API ds4rt_status ds4rt_dspark_get_info(const ds4rt_dspark *dspark, ds4rt_dspark_info *out);
@@ -712,7 +720,6 @@ DS4RT_API ds4rt_status ds4rt_scheduler_params_init(ds4rt_scheduler_params *param
 
 /* Array sizes of ds4rt_spec_stats. They are part of the 1.x layout and never change; a larger
  * capacity would come as new fields appended to the struct. */
-#define DS4RT_MAX_DRAFT 16             /* most drafts a cycle verifies (the largest block size) */
 #define DS4RT_DRAFT_HIST_LEN 17        /* histograms by draft length 0..DS4RT_MAX_DRAFT */
 #define DS4RT_NO_DRAFT_REASON_COUNT 9  /* entries of ds4rt_no_draft_reason */
 #define DS4RT_MAX_DRAFTER_STAGES 8     /* drafter stages timed in stage_ms */

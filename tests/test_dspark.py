@@ -285,7 +285,9 @@ def test_a_malformed_acceptance_prior_is_refused_naming_it(fl, tmp_path, value, 
 
 def test_a_prior_of_the_wrong_length_is_refused(fl, tmp_path):
     m = ds4rt.Model(str(fl.target))
-    block = ds4rt.DSpark(m, str(fl.support)).info["block_size"]
+    bare = ds4rt.DSpark(m, str(fl.support)).info
+    block = bare["block_size"]
+    assert bare["acceptance_prior"] == []  # the seed file has no prior
     ds4rt.DSpark(m, with_prior(fl, tmp_path, [0.5] * block))
     with pytest.raises(ds4rt.errors.FormatError, match=re.escape(PRIOR) + " is empty"):
         ds4rt.DSpark(m, with_prior(fl, tmp_path, [], "empty.gguf"))
@@ -318,12 +320,14 @@ def test_any_prior_loads_exactly_when_valid_and_starts_the_estimates(fl, tmp_pat
             ds4rt.DSpark(m, str(out))
         return
     d = ds4rt.DSpark(m, str(out))
+    want = [float(np.float32(v)) for v in values]
+    assert d.info["acceptance_prior"] == want  # what the library loaded (ds4rt_dspark_info)
     events = []
     m.session(max_batch=16).generate(
         [0, 5, 9], max_tokens=2, dspark=d, scheduler=GPU_LIKE, on_schedule=events.append
     )
     acc = events[0]["acceptance"]
-    assert acc[: len(values)] == [float(np.float32(v)) for v in values]
+    assert acc[: len(values)] == want
     assert all(a == 0.5 for a in acc[len(values) :])
 
 

@@ -140,6 +140,8 @@ DS4RT_API ds4rt_status ds4rt_dspark_get_info(const ds4rt_dspark *d, ds4rt_dspark
     info.n_target_layers = d->n_tgt;
     for (uint32_t i = 0; i < d->n_tgt; i++) info.target_layers[i] = d->tgt_layers[i];
     snprintf(info.tensor_types, sizeof info.tensor_types, "%s", d->tensor_types);
+    info.n_acceptance_prior = d->n_prior;
+    for (uint32_t i = 0; i < d->n_prior; i++) info.acceptance_prior[i] = d->acceptance_prior[i];
     ds4rt_status st = ds4rt_struct_write(&DSPARK_INFO, &info, out);
     return st == DS4RT_OK ? st : ds4rt_fail_context(st, "dspark_get_info");
 }
