@@ -35,6 +35,9 @@ _STRING, _ARRAY, _UINT32, _FLOAT32 = 8, 9, 4, 6
 
 
 class _Cursor:
+    """Walks the header's records to find their byte ranges: the rewrite copies every other
+    record verbatim, which neither ds4rt.gguf nor gguf-py's reader hands out."""
+
     def __init__(self, buf: bytes, at: int):
         self.buf, self.at = buf, at
 
@@ -70,28 +73,17 @@ def _kv(key: str, vtype: int, payload: bytes) -> bytes:
     return struct.pack("<Q", len(k)) + k + struct.pack("<I", vtype) + payload
 
 
-def read_meta(buf: bytes) -> dict:
-    """The few metadata values this tool needs: the block size, the alignment, the prior."""
-    c = _Cursor(buf, 0)
-    if c.take("I") != 0x46554747:
-        raise ValueError("not a GGUF file")
-    c.take("I")
-    _, n_kv = c.take("Q"), c.take("Q")
-    out = {}
-    for _ in range(n_kv):
-        key = c.string().decode("utf-8", "replace")
-        vtype = c.take("I")
-        at = c.at
-        c.skip_value(vtype)
-        if vtype == _UINT32 and key.endswith("block_size"):
-            out["block_size"] = struct.unpack_from("<I", buf, at)[0]
-        if vtype == _UINT32 and key == "general.alignment":
-            out["alignment"] = struct.unpack_from("<I", buf, at)[0]
-        if key == KEY and vtype == _ARRAY:
-            etype, n = struct.unpack_from("<IQ", buf, at)
-            if etype == _FLOAT32:
-                out["prior"] = list(struct.unpack_from(f"<{n}f", buf, at + 12))
-    return out
+def block_size(path: Path) -> int:
+    """The support model's block size, read with ds4rt's GGUF reader under the spellings the
+    loader accepts, in its order (src/dspark/support.c; docs/DSPARK.md)."""
+    from ds4rt import gguf
+
+    md = gguf.inspect(path)["metadata"]
+    spellings = ("deepseek4.dspark.", "deepseek4.dspark_", "dspark.", "dflash.")
+    for key in (p + "block_size" for p in spellings):
+        if isinstance(md.get(key), int):
+            return md[key]
+    raise ValueError(f"{path}: no block size (not a DSpark support model?)")
 
 
 def rewrite(src: Path, dst: Path, prior: list[float] | None) -> None:
@@ -156,6 +148,12 @@ def check_curve(curve: list[float], block_size: int) -> list[float]:
     return curve
 
 
+def prior_from_eval(support: Path, doc: dict, config: str = "always_threshold0") -> list[float]:
+    """The prior to write into `support` from an acceptance JSON (accept_ds4rt.py /
+    eval_ds4rt.py), checked as the loader will check it."""
+    return check_curve(curve_from_json(doc, config), block_size(support))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("support", type=Path)
@@ -170,11 +168,7 @@ def main(argv=None) -> int:
         ap.error("write a new file (-o): the input may be mapped by a running ds4rt")
     prior = None
     if not args.remove:
-        meta = read_meta(args.support.read_bytes())
-        if "block_size" not in meta:
-            raise SystemExit(f"{args.support}: no block_size key (not a DSpark support model?)")
-        curve = curve_from_json(json.loads(args.eval.read_text()), args.config)
-        prior = check_curve(curve, meta["block_size"])
+        prior = prior_from_eval(args.support, json.loads(args.eval.read_text()), args.config)
     rewrite(args.support, args.out, prior)
     print(f"{args.out}: {KEY} = {prior if prior is not None else 'removed'}")
     return 0

@@ -76,10 +76,9 @@ def install(
     if prior is not None:
         import acceptance_prior as prior_tool
 
-        curve = prior_tool.curve_from_json(json.loads(prior.read_text()), "always_threshold0")
-        block = prior_tool.read_meta(support.read_bytes())["block_size"]
+        curve = prior_tool.prior_from_eval(support, json.loads(prior.read_text()))
         with_prior = tmp / "support.gguf"
-        prior_tool.rewrite(support, with_prior, prior_tool.check_curve(curve, block))
+        prior_tool.rewrite(support, with_prior, curve)
         support = with_prior
     import ds4rt
 
