@@ -25,7 +25,8 @@
 #   5. with "cpu" in STEPS: the same against llama.cpp's CPU build (built beside the CUDA one) on
 #      the machine's CPU at CPU_THREADS (default "16,8"), with ds4rt's CPU path forced to avx512
 #      as a variant (CPU_VARIANTS), into cpu_peer.json;
-#   6. with PROFILE=1, Nsight Compute's per-kernel table of one decode (kernels_n1.json).
+#   6. with PROFILE=1, Nsight Compute's per-kernel table of one pass of each n in PROFILE_N
+#      (default 1: a decode; kernels_nN.json).
 # With AFTER set to a path, steps 4-6 wait until it exists (e.g. another detached job's rc
 # file, so that the benchmarks run on an idle GPU while the suite and builds overlap that job).
 # STEPS (default "suite bench") picks steps 2's suite, 4 and 5; the build always runs. With
@@ -164,12 +165,14 @@ job)
     say "CPU peer bench: exit $?"
   fi
   if [ "$PROFILE" = 1 ] && [ -n "$files" ] && time_left; then
-    (cd src && ncu --clock-control none --profile-from-start off --csv \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-      python3 tools/profile_gpu_kernels.py run --target "${files%%,*}" --n 1 >"$WORK/out/decode.csv" &&
-      python3 tools/profile_gpu_kernels.py summarize "$WORK/out/decode.csv" --json "$WORK/out/kernels_n1.json") \
-      >out/profile.log 2>&1
-    say "profile: exit $?"
+    for pn in ${PROFILE_N:-1}; do
+      (cd src && ncu --clock-control none --profile-from-start off --csv \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+        python3 tools/profile_gpu_kernels.py run --target "${files%%,*}" --n "$pn" >"$WORK/out/pass_n$pn.csv" &&
+        python3 tools/profile_gpu_kernels.py summarize "$WORK/out/pass_n$pn.csv" --json "$WORK/out/kernels_n$pn.json") \
+        >>out/profile.log 2>&1
+      say "profile n=$pn: exit $?"
+    done
   fi
   echo 0 >rc
   ;;
