@@ -394,6 +394,20 @@ def test_the_side_branch_sinkhorn_is_bitwise(qu, tmp_path):
 
 
 @needs_every_op
+def test_branches_are_bitwise(qu, tmp_path):
+    """The op table's side branches on the second stream (the default: the attention's key side
+    beside its queries, the shared expert beside the routed experts; docs/GPU.md, "Branches")
+    give bitwise the logits of every op in issue order on one stream (DS4RT_GPU_BRANCH=0),
+    plainly and from captured graphs, with and without the Sinkhorn on the same side stream: a
+    branch that read or wrote what the other side had not finished would show here."""
+    want = _run_passes(qu, tmp_path, "b0", DS4RT_GPU_BRANCH="0", DS4RT_GPU_GRAPHS="0")
+    for graphs, side in (("0", "1"), ("1", "1"), ("1", "0")):
+        env = {"DS4RT_GPU_BRANCH": "1", "DS4RT_GPU_GRAPHS": graphs, "DS4RT_GPU_SIDE": side}
+        got = _run_passes(qu, tmp_path, f"b1g{graphs}s{side}", **env)
+        assert np.array_equal(want, got), (graphs, side)
+
+
+@needs_every_op
 def test_programmatic_dependent_launch_is_bitwise(qu, tmp_path):
     """Kernels launched with programmatic dependent launch (DS4RT_GPU_PDL=1 where the device has
     it: docs/GPU.md) give bitwise the logits of plainly serialised launches, with and without

@@ -35,7 +35,7 @@
 
 /* Bumped whenever an op's signature or meaning changes; a backend states the version it
  * implements and the registry refuses a mismatch. */
-#define DS4RT_BACKEND_OPS_VERSION 4
+#define DS4RT_BACKEND_OPS_VERSION 5
 
 /* ---- opaque tensors ----------------------------------------------------------------------- */
 
@@ -254,6 +254,13 @@ typedef enum ds4rt_op {
 typedef struct ds4rt_backend ds4rt_backend;
 typedef struct ds4rt_backend_ops ds4rt_backend_ops;
 
+/* Branch points of a composition (the op table's `branch`). */
+typedef enum ds4rt_branch {
+    DS4RT_BRANCH_SIDE = 0, /* the ops that follow start a side branch */
+    DS4RT_BRANCH_MAIN = 1, /* the ops that follow are the main branch again */
+    DS4RT_BRANCH_JOIN = 2, /* the ops that follow wait for the side branch */
+} ds4rt_branch;
+
 /* A per-session execution context (CPU: thread pool + workspaces; GPU: stream, workspaces,
  * graphs). Backends embed this as the first member of their own context. */
 typedef struct ds4rt_bctx {
@@ -320,6 +327,16 @@ struct ds4rt_backend_ops {
      * backend: programmatic dependent launch up to a pass size, docs/GPU.md). */
     ds4rt_status (*pass_begin)(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *replayed);
     ds4rt_status (*pass_end)(ds4rt_bctx *ctx, bool ok);
+
+    /* ---- branches (optional: NULL where ops run one after another; since version 5) ----
+     * branch(DS4RT_BRANCH_SIDE): the ops issued until branch(DS4RT_BRANCH_MAIN) form a side
+     * branch, which may run beside the ops issued after it until branch(DS4RT_BRANCH_JOIN).
+     * The composition promises what makes that safe: a side branch reads only what was
+     * written before it began or by itself, and the main ops between MAIN and JOIN neither
+     * read nor write what the side branch writes, nor write what it reads. Every result is
+     * then that of issue order, so a backend may ignore branches. pass_end, synchronize and
+     * marks join an open branch. */
+    ds4rt_status (*branch)(ds4rt_bctx *ctx, ds4rt_branch which);
 
     /* ---- ops ---- */
     /* out[i][c][:] = dequantised row ids[i] of w, for c < copies (out rows are copies*cols). */

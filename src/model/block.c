@@ -29,7 +29,16 @@ ds4rt_status ds4rt_block_kv_rows(ds4rt_bctx *ctx, const ds4rt_hparams *hp, ds4rt
     return DS4RT_OK;
 }
 
-/* Input a->xn (the normed sublayer input); output a->f. */
+/* A branch point, where the backend has branches (their rules: backend.h). */
+static ds4rt_status branch(ds4rt_bctx *ctx, ds4rt_branch which) {
+    return ctx->ops->branch != NULL ? ctx->ops->branch(ctx, which) : DS4RT_OK;
+}
+
+/* Input a->xn (the normed sublayer input); output a->f. The key side (this block's KV rows,
+ * their ring store, the compressors' updates) reads only xn and the layer's own state, and
+ * the query side (queries, the indexer's queries and weights) writes nothing the key side
+ * reads or writes, so the key side is a side branch that a backend may run beside the
+ * queries; both meet before the indexer's top-k, which reads the index compressor's rows. */
 static ds4rt_status attention(const ds4rt_block_run *r, const ds4rt_attn_weights *w, const ds4rt_block_keys *k) {
     ds4rt_bctx *ctx = r->ctx;
     const ds4rt_backend_ops *o = ctx->ops;
@@ -38,6 +47,24 @@ static ds4rt_status attention(const ds4rt_block_run *r, const ds4rt_attn_weights
     const int64_t n = r->n;
     const uint32_t dh = hp->head_dim, H = hp->n_head;
     const bool trunk = k->layer != NULL, compressed = trunk && k->ratio != 0, indexed = trunk && k->ratio == 4;
+    ds4rt_layer_state *ls = k->layer;
+
+    /* the key side: this block's KV rows; for a trunk layer their ring store and the
+     * compressors (the attention's and the indexer's) */
+    TRY(branch(ctx, DS4RT_BRANCH_SIDE));
+    TRY(ds4rt_block_kv_rows(ctx, hp, a->in, n, w, k->rope, k->sim_fp8, a->xn, a->kv));
+    if (trunk) TRY(o->kv_store(ctx, a->in, n, dh, a->kv, ls->raw, k->raw_cap));
+    if (compressed) {
+        TRY(o->matmul(ctx, &w->c_kv, a->xn, n, a->cu));
+        TRY(o->matmul(ctx, &w->c_gate, a->xn, n, a->cg));
+        TRY(o->comp_update(ctx, a->in, n, k->attn_comp, &ls->comp, a->cu, a->cg));
+    }
+    if (indexed) {
+        TRY(o->matmul(ctx, &w->ic_kv, a->xn, n, a->iu));
+        TRY(o->matmul(ctx, &w->ic_gate, a->xn, n, a->ig));
+        TRY(o->comp_update(ctx, a->in, n, k->index_comp, &ls->icomp, a->iu, a->ig));
+    }
+    TRY(branch(ctx, DS4RT_BRANCH_MAIN));
 
     /* queries: q = per-head RMS(W_qb RMSNorm(W_qa xn, q_a_norm)), RoPE at each row's position */
     TRY(o->matmul(ctx, &w->q_a, a->xn, n, a->qa));
@@ -45,32 +72,26 @@ static ds4rt_status attention(const ds4rt_block_run *r, const ds4rt_attn_weights
     TRY(o->matmul(ctx, &w->q_b, a->qa, n, a->q));
     TRY(o->rms_norm(ctx, n * H, dh, a->q, (ds4rt_df32){0}, hp->rms_eps, a->q));
     TRY(o->rope(ctx, a->in, n, H, dh, k->rope, +1, a->q));
-    /* this block's KV rows */
-    TRY(ds4rt_block_kv_rows(ctx, hp, a->in, n, w, k->rope, k->sim_fp8, a->xn, a->kv));
+    if (indexed) {
+        /* the lightning indexer's queries and head weights */
+        const uint32_t di = hp->idx_dim;
+        TRY(o->matmul(ctx, &w->i_qb, a->qa, n, a->iq));
+        TRY(o->matmul(ctx, &w->i_proj, a->xn, n, a->iw));
+        TRY(o->rope(ctx, a->in, n, hp->idx_heads, di, k->rope, +1, a->iq));
+        TRY(o->hadamard(ctx, n * hp->idx_heads, di, a->iq));
+        if (k->sim_fp4) TRY(o->fp4_round(ctx, n * hp->idx_heads, di, di, a->iq));
+    }
+    TRY(branch(ctx, DS4RT_BRANCH_JOIN));
 
     ds4rt_attn_keys keys = {0};
     if (trunk) {
-        ds4rt_layer_state *ls = k->layer;
-        TRY(o->kv_store(ctx, a->in, n, dh, a->kv, ls->raw, k->raw_cap));
         keys = (ds4rt_attn_keys){.ring = ls->raw, .ring_cap = k->raw_cap, .window = hp->window};
         if (compressed) {
-            TRY(o->matmul(ctx, &w->c_kv, a->xn, n, a->cu));
-            TRY(o->matmul(ctx, &w->c_gate, a->xn, n, a->cg));
-            TRY(o->comp_update(ctx, a->in, n, k->attn_comp, &ls->comp, a->cu, a->cg));
             keys.comp_ratio = k->ratio;
             keys.comp = ls->comp.out;
         }
         if (indexed) {
             /* the lightning indexer picks which compressed rows each row attends to */
-            const uint32_t di = hp->idx_dim;
-            TRY(o->matmul(ctx, &w->ic_kv, a->xn, n, a->iu));
-            TRY(o->matmul(ctx, &w->ic_gate, a->xn, n, a->ig));
-            TRY(o->comp_update(ctx, a->in, n, k->index_comp, &ls->icomp, a->iu, a->ig));
-            TRY(o->matmul(ctx, &w->i_qb, a->qa, n, a->iq));
-            TRY(o->matmul(ctx, &w->i_proj, a->xn, n, a->iw));
-            TRY(o->rope(ctx, a->in, n, hp->idx_heads, di, k->rope, +1, a->iq));
-            TRY(o->hadamard(ctx, n * hp->idx_heads, di, a->iq));
-            if (k->sim_fp4) TRY(o->fp4_round(ctx, n * hp->idx_heads, di, di, a->iq));
             TRY(o->indexer_topk(ctx, a->in, hp, n, a->iq, a->iw, ls->icomp.out, a->sel, a->n_sel));
             keys.sel = a->sel;
             keys.n_sel = a->n_sel;

@@ -53,6 +53,7 @@ const ds4rt_backend_ops ds4rt_gpu_ops = {
     .mark_ms = gpu_mark_ms,
     .pass_begin = gpu_pass_begin,
     .pass_end = gpu_pass_end,
+    .branch = gpu_branch,
     .get_rows = gpu_get_rows,
     .hc_pre = gpu_hc_pre,
     .hc_post = gpu_hc_post,

@@ -26,6 +26,10 @@ ds4rt_status gpu_ctx_create(ds4rt_backend *be, int n_threads, ds4rt_bctx **out) 
      * branch"); both give the same bits */
     const char *side = getenv("DS4RT_GPU_SIDE");
     c->side_sinkhorn = side == NULL || strcmp(side, "0") != 0;
+    /* DS4RT_GPU_BRANCH=0 runs the op table's side branches in issue order on one stream (the
+     * same kernels, so the same bits; docs/GPU.md, "Branches") */
+    const char *branch = getenv("DS4RT_GPU_BRANCH");
+    c->branches = branch == NULL || strcmp(branch, "0") != 0;
     *out = &c->base;
     return DS4RT_OK;
 }
@@ -64,19 +68,31 @@ static uint64_t layout(gpu_workspace *ws, ds4rt_dbuf *buf, const ds4rt_hparams *
     return off * 4;
 }
 
+/* Grows *buf to at least `need` bytes (doubling), once nothing issued may still read it: both
+ * streams are drained without joining, so an open branch stays open. */
+static ds4rt_status act_grow(ds4rt_bctx *ctx, ds4rt_dbuf **buf, uint64_t need) {
+    gpu_ctx *c = gctx(ctx);
+    if (*buf != NULL && (*buf)->bytes >= need) return DS4RT_OK;
+    if (c->recording) /* sized by ctx_reserve, so a recorded pass never gets here */
+        return ds4rt_fail(DS4RT_ERR_INTERNAL, "activation scratch of %llu bytes needed inside a recorded pass",
+                          (unsigned long long)need);
+    GK(ds4rt_gk_stream_sync(c->stream), "synchronize");
+    if (c->side != NULL) GK(ds4rt_gk_stream_sync(c->side), "synchronize");
+    ds4rt_dbuf *b;
+    uint64_t want = need > 2 * (*buf ? (*buf)->bytes : 0) ? need : 2 * (*buf)->bytes;
+    ds4rt_status st = gpu_alloc(ctx->be, DS4RT_MEM_SCRATCH, want, &b);
+    if (st != DS4RT_OK) return ds4rt_fail_context(st, "activation scratch of the GPU products");
+    if (*buf != NULL) gpu_release(ctx->be, *buf);
+    *buf = b;
+    return DS4RT_OK;
+}
+
 ds4rt_status gpu_act(ds4rt_bctx *ctx, uint64_t need, void **ptr, uint64_t *bytes) {
     gpu_workspace *ws = &gctx(ctx)->ws;
-    if (ws->act == NULL || ws->act->bytes < need) {
-        TRY(gpu_synchronize(ctx)); /* nothing may still read the old one */
-        ds4rt_dbuf *b;
-        uint64_t want = need > 2 * (ws->act ? ws->act->bytes : 0) ? need : 2 * ws->act->bytes;
-        ds4rt_status st = gpu_alloc(ctx->be, DS4RT_MEM_SCRATCH, want, &b);
-        if (st != DS4RT_OK) return ds4rt_fail_context(st, "activation scratch of the GPU products");
-        if (ws->act != NULL) gpu_release(ctx->be, ws->act);
-        ws->act = b;
-    }
-    *ptr = ws->act->ptr;
-    *bytes = ws->act->bytes;
+    ds4rt_dbuf **buf = gctx(ctx)->on_side ? &ws->side_act : &ws->act;
+    TRY(act_grow(ctx, buf, need));
+    *ptr = (*buf)->ptr;
+    *bytes = (*buf)->bytes;
     return DS4RT_OK;
 }
 
@@ -101,12 +117,14 @@ ds4rt_status gpu_ctx_reserve(ds4rt_bctx *ctx, const ds4rt_hparams *hp, const ds4
     next.buf = buf;
     next.bytes = bytes;
     next.act = ws->act;
+    next.side_act = ws->side_act;
     *ws = next;
-    /* the products' activations for the largest batch, now rather than mid-pass */
-    void *p;
-    uint64_t have;
+    /* the products' activations for the largest batch, now rather than mid-pass; the side
+     * branch's too where branches run there */
     uint64_t need = gpu_mm_act_bytes(hp, &lim);
-    return need ? gpu_act(ctx, need, &p, &have) : DS4RT_OK;
+    if (need == 0) return DS4RT_OK;
+    TRY(act_grow(ctx, &ws->act, need));
+    return gctx(ctx)->branches ? act_grow(ctx, &ws->side_act, need) : DS4RT_OK;
 }
 
 void gpu_ctx_free(ds4rt_bctx *ctx) {
@@ -118,6 +136,7 @@ void gpu_ctx_free(ds4rt_bctx *ctx) {
     for (uint32_t i = 0; i < DS4RT_MARK_SLOTS; i++) ds4rt_gk_event_destroy(c->marks[i]);
     if (c->ws.buf != NULL) gpu_release(ctx->be, c->ws.buf);
     if (c->ws.act != NULL) gpu_release(ctx->be, c->ws.act);
+    if (c->ws.side_act != NULL) gpu_release(ctx->be, c->ws.side_act);
     ds4rt_gk_stream_destroy(c->stream);
     ds4rt_gk_stream_destroy(c->side);
     ds4rt_gk_event_destroy(c->fork_ev);
@@ -128,7 +147,7 @@ void gpu_ctx_free(ds4rt_bctx *ctx) {
 ds4rt_status gpu_side_fork(ds4rt_bctx *ctx, void **side) {
     gpu_ctx *c = gctx(ctx);
     *side = NULL;
-    TRY(gpu_side_join(ctx));
+    if (c->on_side) return ds4rt_fail(DS4RT_ERR_INTERNAL, "a side branch forked inside a side branch");
     if (c->side == NULL) { /* all three or none, so a failed first fork can be retried */
         void *s = NULL, *f = NULL, *j = NULL;
         int st = ds4rt_gk_stream_create(&s);
@@ -157,10 +176,34 @@ ds4rt_status gpu_side_done(ds4rt_bctx *ctx) {
 
 ds4rt_status gpu_side_join(ds4rt_bctx *ctx) {
     gpu_ctx *c = gctx(ctx);
+    if (c->on_side) { /* an op failed inside a branch: close it so that the join covers it */
+        c->on_side = false;
+        TRY(gpu_side_done(ctx));
+    }
     if (!c->side_pending) return DS4RT_OK;
     c->side_pending = false;
     GK(ds4rt_gk_stream_wait_event(c->stream, c->join_ev), "side join");
     return DS4RT_OK;
+}
+
+ds4rt_status gpu_branch(ds4rt_bctx *ctx, ds4rt_branch which) {
+    gpu_ctx *c = gctx(ctx);
+    if (!c->branches) return DS4RT_OK;
+    void *side;
+    switch (which) {
+    case DS4RT_BRANCH_SIDE:
+        TRY(gpu_side_fork(ctx, &side));
+        c->on_side = true;
+        return DS4RT_OK;
+    case DS4RT_BRANCH_MAIN:
+        if (!c->on_side) return ds4rt_fail(DS4RT_ERR_INTERNAL, "branch MAIN without a side branch open");
+        c->on_side = false;
+        return gpu_side_done(ctx);
+    case DS4RT_BRANCH_JOIN:
+        if (c->on_side) return ds4rt_fail(DS4RT_ERR_INTERNAL, "branch JOIN inside the side branch");
+        return gpu_side_join(ctx);
+    }
+    return ds4rt_fail(DS4RT_ERR_INTERNAL, "branch %d", (int)which);
 }
 
 int gpu_ctx_threads(const ds4rt_bctx *ctx) {

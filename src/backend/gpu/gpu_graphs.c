@@ -45,7 +45,7 @@ ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *repl
 
 ds4rt_status gpu_pass_end(ds4rt_bctx *ctx, bool ok) {
     gpu_ctx *c = gctx(ctx);
-    if (!c->recording) return DS4RT_OK;
+    if (!c->recording) return gpu_side_join(ctx); /* a pass ends joined, recorded or not */
     c->recording = false;
     void *exec = NULL;
     ds4rt_status joined = gpu_side_join(ctx); /* a capture must end with every fork joined */

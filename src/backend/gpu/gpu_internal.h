@@ -71,8 +71,9 @@ typedef struct gpu_workspace {
     /* kernel scratch the launchers ask for (…_scratch_bytes()) */
     void *kscratch;
     uint64_t kscratch_bytes;
-    /* converted activations of the products (grown when a shape needs more: gpu_act) */
-    ds4rt_dbuf *act;
+    /* converted activations of the products (grown when a shape needs more: gpu_act), one
+     * buffer per branch so that products beside each other do not share one */
+    ds4rt_dbuf *act, *side_act;
 } gpu_workspace;
 
 /* A captured pass (gpu_graphs.c). */
@@ -97,10 +98,16 @@ typedef struct gpu_ctx {
     void *side, *fork_ev, *join_ev;
     bool side_pending;             /* work issued on `side` that `stream` has not joined */
     bool side_sinkhorn;            /* hc_pre's Sinkhorn on the side branch (DS4RT_GPU_SIDE) */
+    bool branches;                 /* the op table's branches run on `side` (DS4RT_GPU_BRANCH) */
+    bool on_side;                  /* ops are being issued to the side branch */
 } gpu_ctx;
 
 static inline gpu_ctx *gctx(ds4rt_bctx *ctx) { return (gpu_ctx *)ctx; }
-static inline void *gstream(ds4rt_bctx *ctx) { return ((gpu_ctx *)ctx)->stream; }
+/* The stream an op is issued to: the side stream inside a side branch (gpu_branch). */
+static inline void *gstream(ds4rt_bctx *ctx) {
+    gpu_ctx *c = (gpu_ctx *)ctx;
+    return c->on_side ? c->side : c->stream;
+}
 
 /* Device addresses of views (NULL for "no tensor"). */
 static inline float *DF(ds4rt_df32 t) { return t.buf ? (float *)t.buf->ptr + t.off : NULL; }
@@ -138,13 +145,20 @@ ds4rt_status gpu_upload(ds4rt_bctx *ctx, ds4rt_dbuf *dst, uint64_t off, const vo
 ds4rt_status gpu_download(ds4rt_bctx *ctx, ds4rt_dbuf *src, uint64_t off, void *dst, uint64_t bytes);
 ds4rt_status gpu_synchronize(ds4rt_bctx *ctx);
 /* The side branch: work that may run beside what follows it on the context's stream (hc_pre's
- * Sinkhorn, which only hc_post reads). fork gives the second stream, waiting for everything
- * issued so far; done closes the branch; join makes the context's stream wait for it (a no-op
- * without one open). One branch at a time: fork joins an earlier one first. pass_end,
- * synchronize and marks join, so a captured graph ends joined and a stage timer covers it. */
+ * Sinkhorn, which only hc_post reads; the op table's branches, gpu_branch). fork gives the
+ * second stream, waiting for everything issued so far; done closes the branch; join makes the
+ * context's stream wait for every branch done so far (a no-op without one). A fork while an
+ * earlier branch is unjoined queues behind it on the side stream (one stream, in order), so
+ * hc_pre's Sinkhorn never waits for a join. join also closes a branch left open by a failed
+ * op; pass_end, synchronize and marks join, so a captured graph ends joined and a stage timer
+ * covers it. */
 ds4rt_status gpu_side_fork(ds4rt_bctx *ctx, void **side);
 ds4rt_status gpu_side_done(ds4rt_bctx *ctx);
 ds4rt_status gpu_side_join(ds4rt_bctx *ctx);
+/* The op table's branch (backend.h): SIDE forks and issues the ops that follow on the side
+ * stream (with their own activation scratch), MAIN closes the branch, JOIN joins it. With
+ * DS4RT_GPU_BRANCH=0 every op stays on the context's stream, in issue order (same bits). */
+ds4rt_status gpu_branch(ds4rt_bctx *ctx, ds4rt_branch which);
 ds4rt_status gpu_mark(ds4rt_bctx *ctx, uint32_t slot);
 ds4rt_status gpu_mark_ms(ds4rt_bctx *ctx, uint32_t from, uint32_t to, double *ms);
 /* The Q8->F16 cache (gpu_cache.c): expand `w`; the F16 view of `w` (or of a block of its

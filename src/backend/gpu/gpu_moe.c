@@ -30,11 +30,24 @@ static ds4rt_status experts(ds4rt_bctx *ctx, const ds4rt_dweight3 *w, const void
 ds4rt_status gpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, const ds4rt_moe_weights *w,
                      float clamp, float clamp_sh, ds4rt_df32 x, ds4rt_df32 f) {
     gpu_workspace *ws = &gctx(ctx)->ws;
-    void *s = gstream(ctx);
     const uint32_t k = hp->n_expert_used, D = hp->n_embd, FF = hp->expert_ff;
     const int64_t slots = n * k;
 
+    /* the shared expert on a side branch, beside the routing and the routed experts (it reads
+     * x and writes shg, shu and shy only; docs/GPU.md, "Branches") */
+    if (hp->n_shared > 0) {
+        const uint32_t Fs = hp->shared_ff;
+        TRY(gpu_branch(ctx, DS4RT_BRANCH_SIDE));
+        TRY(gpu_matmul(ctx, &w->gate_sh, x, n, ws->shg));
+        TRY(gpu_matmul(ctx, &w->up_sh, x, n, ws->shu));
+        GK(ds4rt_gk_swiglu(n, Fs, DF(ws->shg), Fs, DF(ws->shu), Fs, clamp_sh, NULL, DF(ws->shg), Fs, gstream(ctx)),
+           "moe shared swiglu");
+        TRY(gpu_matmul(ctx, &w->down_sh, ws->shg, n, ws->shy));
+        TRY(gpu_branch(ctx, DS4RT_BRANCH_MAIN));
+    }
+
     /* router: logits, then ids and weights on the device */
+    void *s = gstream(ctx);
     TRY(gpu_matmul(ctx, &w->gate_inp, x, n, ws->router));
     ds4rt_gk_moe_dims md = {.n_expert = hp->n_expert, .n_used = k, .expert_norm = hp->expert_norm,
                             .expert_scale = hp->expert_scale};
@@ -53,15 +66,7 @@ ds4rt_status gpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, i
     TRY(convert(ctx, w->down_exps.first.type, ws->eg, slots, FF, &act));
     TRY(experts(ctx, &w->down_exps, act, slots, 1, ws->yslot, "moe down experts"));
 
-    /* shared expert */
-    if (hp->n_shared > 0) {
-        const uint32_t Fs = hp->shared_ff;
-        TRY(gpu_matmul(ctx, &w->gate_sh, x, n, ws->shg));
-        TRY(gpu_matmul(ctx, &w->up_sh, x, n, ws->shu));
-        GK(ds4rt_gk_swiglu(n, Fs, DF(ws->shg), Fs, DF(ws->shu), Fs, clamp_sh, NULL, DF(ws->shg), Fs, s),
-           "moe shared swiglu");
-        TRY(gpu_matmul(ctx, &w->down_sh, ws->shg, n, ws->shy));
-    }
+    TRY(gpu_branch(ctx, DS4RT_BRANCH_JOIN));
     GK(ds4rt_gk_moe_combine(n, k, D, DF(ws->yslot), hp->n_shared > 0 ? DF(ws->shy) : NULL, DF(f), s), "moe combine");
     return DS4RT_OK;
 }
