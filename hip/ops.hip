@@ -279,6 +279,11 @@ static int gk_hc_check(const ds4rt_gk_hc_dims *dims, int64_t n, const char *who)
  * CPU's RMS(X) row, then its rounding); act rows are `stride` bytes apart. One launch per HC
  * mix (it was two: the scale, then the rows by another grid); the row is read again from
  * L1/L2. */
+/* Each thread takes elements tid, tid + NT, ... in that order; GK_RMS_PF of them are loaded
+ * before any is added, so a thread waits for a few rounds of loads instead of one per element
+ * (the loop that loaded one element per add took 12.8 us per call for the 16384 floats of an
+ * HC row on an H100, docs/PERFORMANCE.md); the order of the sum, and so its bits, is the same. */
+#define GK_RMS_PF 32
 template <unsigned T>
 __global__ void __launch_bounds__(GK_RMS_NT) gk_hc_rms_act_kernel(const float *__restrict__ X, int64_t width, float eps,
                                                                    float *__restrict__ inv, uint8_t *__restrict__ act,
@@ -287,12 +292,33 @@ __global__ void __launch_bounds__(GK_RMS_NT) gk_hc_rms_act_kernel(const float *_
     __shared__ double sh[GK_RMS_NT];
     const float *x = X + (int64_t)blockIdx.x * width;
     double ss = 0.0;
-    for (int64_t i = threadIdx.x; i < width; i += GK_RMS_NT) ss += (double)x[i] * (double)x[i];
+    float v[GK_RMS_PF];
+    for (int64_t i0 = threadIdx.x; i0 < width; i0 += (int64_t)GK_RMS_NT * GK_RMS_PF) {
+        GK_UNROLL
+        for (int k = 0; k < GK_RMS_PF; k++) {
+            const int64_t i = i0 + (int64_t)k * GK_RMS_NT;
+            v[k] = i < width ? x[i] : 0.0f;
+        }
+        GK_UNROLL
+        for (int k = 0; k < GK_RMS_PF; k++)
+            if (i0 + (int64_t)k * GK_RMS_NT < width) ss += (double)v[k] * (double)v[k];
+    }
     ss = gk_block_sum<GK_RMS_NT>(ss, sh);
     const float r = (float)(1.0 / sqrt(ss / (double)width + (double)eps));
     if (threadIdx.x == 0) inv[blockIdx.x] = r;
     float *a = (float *)(void *)(act + (size_t)blockIdx.x * stride);
-    for (int64_t i = threadIdx.x; i < width; i += GK_RMS_NT) a[i] = gk_act<T>(x[i] * r);
+    for (int64_t i0 = threadIdx.x; i0 < width; i0 += (int64_t)GK_RMS_NT * GK_RMS_PF) {
+        GK_UNROLL
+        for (int k = 0; k < GK_RMS_PF; k++) {
+            const int64_t i = i0 + (int64_t)k * GK_RMS_NT;
+            v[k] = i < width ? x[i] : 0.0f;
+        }
+        GK_UNROLL
+        for (int k = 0; k < GK_RMS_PF; k++) {
+            const int64_t i = i0 + (int64_t)k * GK_RMS_NT;
+            if (i < width) a[i] = gk_act<T>(v[k] * r);
+        }
+    }
 }
 
 extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t n_out, uint32_t fn_type,
@@ -327,6 +353,8 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
 /* HC pre finish: a decode has one row, so one block is the whole kernel; 1024 threads keep
  * each thread's chain of dependent loads short (4 steps for D = 4096 instead of 16) */
 #define GK_HCF_NT 1024
+#define GK_HCF_N 4 /* streams, and */
+#define GK_HCF_J 5 /* elements per thread, that hc_pre_finish holds in registers (4 x 4096 fit) */
 
 /* Sinkhorn of one row's N x N logits by one warp, element k = a*N + b in lane k (NN <= the
  * warp; lanes past NN mirror element 0 so every lane takes part in the shuffles): each lane
@@ -448,11 +476,28 @@ __global__ void __launch_bounds__(GK_HCF_NT)
     const float *m = mix + t * (int64_t)(2 + N) * N;
     const uint32_t NN = N * N;
     const double eps = (double)hc_eps;
+    const bool by_warp = NN <= DS4RT_WARP; /* uniform over the block */
+    const uint32_t first = by_warp ? DS4RT_WARP : 0, mixers = GK_HCF_NT - first;
+    const float *Xt = X + t * (int64_t)N * D;
+    float *x = xn + t * (int64_t)D;
+    /* DeepSeek V4's shape (N <= GK_HCF_N, D <= GK_HCF_J mixers' steps): each mixer loads its
+     * streams' elements and norm weights now, while pre is formed, and keeps its sums in
+     * registers (the loop below loaded them after the barrier, one step at a time) */
+    const bool held = N <= GK_HCF_N && D <= GK_HCF_J * mixers; /* uniform over the block */
+    float xs[GK_HCF_J][GK_HCF_N], nw[GK_HCF_J];
+    if (held && (uint32_t)tid >= first) {
+        GK_UNROLL
+        for (int q = 0; q < GK_HCF_J; q++) {
+            const uint32_t j = (uint32_t)tid - first + (uint32_t)q * mixers;
+            GK_UNROLL
+            for (int h = 0; h < GK_HCF_N; h++) xs[q][h] = j < D && (uint32_t)h < N ? Xt[(int64_t)h * D + j] : 0.0f;
+            nw[q] = j < D && norm != NULL ? norm[j] : 1.0f;
+        }
+    }
     if ((uint32_t)tid < N) {
         pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m[tid] + base[tid]) + eps);
         post[t * N + tid] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[N + tid] + base[N + tid]));
     }
-    const bool by_warp = NN <= DS4RT_WARP; /* uniform over the block */
     if (!sk || !by_warp) {
         if ((uint32_t)tid < NN) comb[t * NN + tid] = m[2 * N + tid];
     }
@@ -468,10 +513,30 @@ __global__ void __launch_bounds__(GK_HCF_NT)
 
     /* x = sum_h pre[h] X[h] (float, h in order), then RMSNorm with the weight; each thread
      * rescales the elements it formed */
-    const uint32_t first = by_warp ? DS4RT_WARP : 0, mixers = GK_HCF_NT - first;
-    const float *Xt = X + t * (int64_t)N * D;
-    float *x = xn + t * (int64_t)D;
     double ss = 0.0;
+    if (held) {
+        float acc[GK_HCF_J];
+        if ((uint32_t)tid >= first) {
+            GK_UNROLL
+            for (int q = 0; q < GK_HCF_J; q++) {
+                acc[q] = 0.0f;
+                GK_UNROLL /* constant indices keep xs in registers */
+                for (int h = 0; h < GK_HCF_N; h++)
+                    if ((uint32_t)h < N) acc[q] += GK_FMUL(pre[h], xs[q][h]);
+                if ((uint32_t)tid - first + (uint32_t)q * mixers < D) ss += (double)acc[q] * (double)acc[q];
+            }
+        }
+        ss = gk_block_sum<GK_HCF_NT>(ss, sh);
+        const float inv = (float)(1.0 / sqrt(ss / (double)D + (double)rms_eps));
+        if ((uint32_t)tid >= first) {
+            GK_UNROLL
+            for (int q = 0; q < GK_HCF_J; q++) {
+                const uint32_t j = (uint32_t)tid - first + (uint32_t)q * mixers;
+                if (j < D) x[j] = norm != NULL ? acc[q] * inv * nw[q] : acc[q] * inv;
+            }
+        }
+        return;
+    }
     if ((uint32_t)tid >= first)
         for (uint32_t j = (uint32_t)tid - first; j < D; j += mixers) {
             float acc = 0.0f;
