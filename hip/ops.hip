@@ -145,7 +145,7 @@ __device__ __forceinline__ float gk_reduce32(const float *a) {
 
 /* ---- RMS scale of rows (HC mixing input) ------------------------------------------------------- */
 
-#define GK_RMS_NT 256
+#define GK_RMS_NT 1024
 
 /* ---- the float product in the CPU's order ------------------------------------------------------ */
 
@@ -279,11 +279,12 @@ static int gk_hc_check(const ds4rt_gk_hc_dims *dims, int64_t n, const char *who)
  * CPU's RMS(X) row, then its rounding); act rows are `stride` bytes apart. One launch per HC
  * mix (it was two: the scale, then the rows by another grid); the row is read again from
  * L1/L2. */
-/* Each thread takes elements tid, tid + NT, ... in that order; GK_RMS_PF of them are loaded
- * before any is added, so a thread waits for a few rounds of loads instead of one per element
- * (the loop that loaded one element per add took 12.8 us per call for the 16384 floats of an
- * HC row on an H100, docs/PERFORMANCE.md); the order of the sum, and so its bits, is the same. */
-#define GK_RMS_PF 32
+/* Each thread takes elements tid, tid + NT, ... in that order, GK_RMS_PF of them loaded before
+ * any is added. A decode has one row, so the block is the whole kernel: with 256 threads (64
+ * elements each) it took 13 us per call for the 16384 floats of an HC row on an H100, its 8
+ * warps on one SM a chain of dependent instructions; 1024 threads take 16 elements each
+ * (docs/PERFORMANCE.md, "Branches and shorter chains"). */
+#define GK_RMS_PF 16
 template <unsigned T>
 __global__ void __launch_bounds__(GK_RMS_NT) gk_hc_rms_act_kernel(const float *__restrict__ X, int64_t width, float eps,
                                                                    float *__restrict__ inv, uint8_t *__restrict__ act,
