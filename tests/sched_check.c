@@ -61,7 +61,7 @@ static void one_missed_probe(void) {
         bool probe;
         int32_t L = plan(&s, 5, &probe);
         CHECK(L == 2 && probe, "the warm-up is a 2-draft probe (got %d, probe %d)", L, probe);
-        ds4rt_sched_observe(&s, 2, 0, -1.0, 0.0); /* it misses */
+        ds4rt_sched_observe(&s, 2, 0, -1.0, 0.0, false); /* it misses */
         L = plan(&s, 5, &probe);
         if (with_prior)
             CHECK(L > 0 && !probe, "with a prior of 0.8 one missed probe must not stop drafting (L %d)", L);
@@ -91,7 +91,7 @@ static void evidence_overrides_the_prior(void) {
         int32_t L = plan(&s, 5, &probe);
         if (L > 0) drafting++;
         else if (first_skip < 0) first_skip = c;
-        ds4rt_sched_observe(&s, L, 0, L ? 0.0 : -1.0, 0.0);
+        ds4rt_sched_observe(&s, L, 0, L ? 0.0 : -1.0, 0.0, false);
     }
     CHECK(first_skip > 1 && first_skip < 30, "an always-missing drafter is dropped within tens of cycles (%d)",
           first_skip);
@@ -115,8 +115,8 @@ static void no_prior_is_the_uninformed_scheduler(void) {
         CHECK(la == lb && pa == pb, "cycle %d: %d vs %d", c, la, lb);
         x = x * 1103515245u + 12345u;
         int32_t acc = la ? (int32_t)((x >> 16) % (uint32_t)(la + 1)) : 0;
-        ds4rt_sched_observe(&a, la, acc, la ? 0.0 : -1.0, 0.0);
-        ds4rt_sched_observe(&b, lb, acc, lb ? 0.0 : -1.0, 0.0);
+        ds4rt_sched_observe(&a, la, acc, la ? 0.0 : -1.0, 0.0, false);
+        ds4rt_sched_observe(&b, lb, acc, lb ? 0.0 : -1.0, 0.0, false);
     }
     CHECK(memcmp(&a, &b, sizeof a) == 0, "the states differ");
     printf("ok no_prior_is_the_uninformed_scheduler\n");
@@ -133,11 +133,11 @@ static void measured_costs_start_with_a_decode(void) {
         bool probe;
         int32_t L = plan(&s, 5, &probe);
         CHECK(L == 0 && !probe, "the first cycle is a plain decode (L %d, probe %d)", L, probe);
-        ds4rt_sched_observe(&s, 0, 0, -1.0, 2.0); /* a decode: 2 ms */
+        ds4rt_sched_observe(&s, 0, 0, -1.0, 2.0, false); /* a decode: 2 ms */
         CHECK(ds4rt_sched_cost_decode(&s) == 2.0, "the decode measured (%g)", ds4rt_sched_cost_decode(&s));
         L = plan(&s, 5, &probe);
         CHECK(L == 2 && probe, "then the warm-up probe (L %d, probe %d)", L, probe);
-        ds4rt_sched_observe(&s, 2, 2, 0.7, 3.4); /* verify(3) = 1.7 decodes: the development VM's shape */
+        ds4rt_sched_observe(&s, 2, 2, 0.7, 3.4, false); /* verify(3) = 1.7 decodes: the development VM's shape */
         /* verify(6): 3.4 ms + 3 * (3.4 - 2.0) / 2 = 5.5 ms (2.75 decodes), where the fixed model's
          * slope from verify(3) would say 3.4 + 3 * 0.2 * 2.0 = 4.6 ms */
         double v6 = ds4rt_sched_cost_verify(&s, 6), v2 = ds4rt_sched_cost_verify(&s, 2);
@@ -153,7 +153,7 @@ static void a_tail_cycle_measures_the_decode(void) {
     ds4rt_sched s;
     ds4rt_sched_init(&s, &p);
     ds4rt_sched_note_none(&s);
-    ds4rt_sched_observe(&s, 0, 0, -1.0, 1.0);
+    ds4rt_sched_observe(&s, 0, 0, -1.0, 1.0, false);
     bool probe;
     int32_t L = plan(&s, 5, &probe);
     CHECK(L == 2 && probe, "the warm-up probe after a tail cycle (L %d)", L);
@@ -173,7 +173,7 @@ static void a_recalled_scheduler_plans_at_once(void) {
     bool probe;
     for (int c = 0; c < 20; c++) { /* cheap verify passes, every draft accepted */
         int32_t L = plan(&s, 5, &probe);
-        ds4rt_sched_observe(&s, L, L, L ? 0.1 : -1.0, L ? 1.0 + 0.02 * L : 1.0);
+        ds4rt_sched_observe(&s, L, L, L ? 0.1 : -1.0, L ? 1.0 + 0.02 * L : 1.0, false);
     }
     ds4rt_sched_remember(&s, m, &key, NULL);
     ds4rt_sched fresh;
@@ -186,6 +186,33 @@ static void a_recalled_scheduler_plans_at_once(void) {
     printf("ok a_recalled_scheduler_plans_at_once\n");
 }
 
+/* A pass whose graph was recorded (the first of its width in a session) is no cost sample: a
+ * recorded first decode leaves the decode unmeasured (another plain decode follows), and a
+ * recorded verify pass moves no verify estimate, while its acceptance counts. */
+static void recorded_passes_are_no_cost_samples(void) {
+    ds4rt_scheduler_params p = defaults(); /* measured costs */
+    ds4rt_sched s;
+    ds4rt_sched_init(&s, &p);
+    ds4rt_sched_set_prior(&s, PRIOR8, 5);
+    bool probe;
+    int32_t L = plan(&s, 5, &probe);
+    CHECK(L == 0 && !probe, "the first cycle is a plain decode (L %d)", L);
+    ds4rt_sched_observe(&s, 0, 0, -1.0, 40.0, true); /* recorded: 40 ms of capture */
+    L = plan(&s, 5, &probe);
+    CHECK(L == 0 && !probe, "a recorded decode measured nothing: another plain decode (L %d)", L);
+    ds4rt_sched_observe(&s, 0, 0, -1.0, 2.0, false);
+    CHECK(ds4rt_sched_cost_decode(&s) == 2.0, "the replayed decode measured (%g)", ds4rt_sched_cost_decode(&s));
+    L = plan(&s, 5, &probe);
+    CHECK(L == 2 && probe, "then the warm-up probe (L %d, probe %d)", L, probe);
+    const double inferred = ds4rt_sched_cost_verify(&s, 3);
+    ds4rt_sched_observe(&s, 2, 2, 0.5, 60.0, true); /* recorded verify(3) */
+    CHECK(ds4rt_sched_cost_verify(&s, 3) == inferred, "a recorded verify(3) moved nothing (%g, was %g)",
+          ds4rt_sched_cost_verify(&s, 3), inferred);
+    ds4rt_sched_observe(&s, 2, 2, 0.5, 2.2, false);
+    CHECK(ds4rt_sched_cost_verify(&s, 3) == 2.2, "the replayed verify(3) measured (%g)", ds4rt_sched_cost_verify(&s, 3));
+    printf("ok recorded_passes_are_no_cost_samples\n");
+}
+
 int main(void) {
     one_missed_probe();
     evidence_overrides_the_prior();
@@ -193,6 +220,7 @@ int main(void) {
     measured_costs_start_with_a_decode();
     a_tail_cycle_measures_the_decode();
     a_recalled_scheduler_plans_at_once();
+    recorded_passes_are_no_cost_samples();
     printf("sched_check: %d failed\n", failures);
     return failures ? 1 : 0;
 }

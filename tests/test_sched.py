@@ -3,7 +3,8 @@ sched_check of tests/meson.build, built by the c_programs fixture): a support mo
 prior keeps one missed probe from silencing a good drafter and gives way to evidence; without a
 prior the scheduler is the uninformed one; a measured-cost scheduler measures a plain decode
 before its warm-up probe and extrapolates verify costs from what it measured; a recalled one
-plans at once (docs/DSPARK.md, "Scheduler")."""
+plans at once; a pass whose graph was recorded is no cost sample (docs/DSPARK.md,
+"Scheduler")."""
 
 from __future__ import annotations
 
@@ -22,5 +23,6 @@ def test_the_scheduler_cold_start(c_programs):
         "measured_costs_start_with_a_decode",
         "a_tail_cycle_measures_the_decode",
         "a_recalled_scheduler_plans_at_once",
+        "recorded_passes_are_no_cost_samples",
     }, r.stdout
     assert r.stdout.strip().endswith("sched_check: 0 failed")

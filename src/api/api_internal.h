@@ -85,6 +85,7 @@ struct ds4rt_session {
     struct ds4rt_sched_memory *host_sched; /* what the adaptive scheduler learned with the last
                                   host drafter (scheduler.h); NULL until one ran */
     double last_snapshot_ms, last_upload_ms, last_layers_ms, last_head_ms, last_read_ms; /* stage timers of the last pass */
+    bool last_recorded;        /* the last pass was recorded as a graph (ds4rt_forward_args) */
     char error[DS4RT_HANDLE_ERROR_CAP];
 };
 

@@ -282,15 +282,22 @@ static void ema(double *x, double v, double decay, int64_t n) {
     *x += w_new * (v - *x);
 }
 
-void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, double propose_ms, double verify_ms) {
+void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, double propose_ms, double verify_ms,
+                         bool recorded) {
     const double k = s->p.history_decay;
     int32_t width = 1 + drafted;
-    if (width == 1 && s->p.measured_costs && s->n_verify[1] == 0) s->warm0 = s->cycles + 1; /* the warm-up next */
-    if (width < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms)) {
+    /* a recorded pass's time includes its graph's capture and instantiation, a one-time cost
+     * that every new session pays again for each width (graphs are per context), and with the
+     * memory between generations it would weigh on the estimate each time: no cost sample. A
+     * first decode that was recorded leaves the decode unmeasured, so the next cycle measures
+     * another. */
+    const bool sample = !recorded;
+    if (sample && width == 1 && s->p.measured_costs && s->n_verify[1] == 0) s->warm0 = s->cycles + 1; /* the warm-up next */
+    if (sample && width < (int32_t)DS4RT_ARRAY_LEN(s->verify_ms)) {
         ema(&s->verify_ms[width], verify_ms, k, s->n_verify[width]++);
         s->have_verify[width] = true;
+        if (width == 1) s->decode_ms = s->verify_ms[1];
     }
-    if (width == 1) s->decode_ms = s->verify_ms[1];
     if (propose_ms >= 0) {
         ema(&s->propose_ms, propose_ms, k, s->n_propose++);
         s->have_propose = true;

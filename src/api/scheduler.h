@@ -102,8 +102,11 @@ void ds4rt_sched_note_none(ds4rt_sched *s);
 int32_t ds4rt_sched_trim(const ds4rt_sched *s, const float *conf, int32_t n);
 
 /* After a cycle: drafts verified, drafts accepted, the proposal time (< 0 if none) and the
- * verify pass time of width 1 + drafted. */
-void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, double propose_ms, double verify_ms);
+ * verify pass time of width 1 + drafted. A `recorded` verify pass (the backend recorded its
+ * graph: the first pass of that width in the session) paid a one-time cost, so its time is
+ * not a cost sample; its acceptance counts as any other. */
+void ds4rt_sched_observe(ds4rt_sched *s, int32_t drafted, int32_t accepted, double propose_ms, double verify_ms,
+                         bool recorded);
 
 /* The plain-decode time the cost model currently uses (ms; inferred until measured). */
 double ds4rt_sched_decode_ms(const ds4rt_sched *s);

@@ -141,6 +141,7 @@ ds4rt_status ds4rt_session_pass(ds4rt_session *s, const int32_t *tokens, int64_t
     s->last_head_ms = a.ms_head;
     s->last_upload_ms = a.ms_upload;
     s->last_read_ms = a.ms_read;
+    s->last_recorded = a.recorded;
     memcpy(s->tokens + first, tokens, (size_t)n * sizeof(int32_t));
     if (s->drafter_for != NULL) {
         double fusion_ms = 0.0, rows_ms = 0.0;

@@ -182,7 +182,8 @@ static int32_t accept(spec_run *r, const draft *dft, const float *rows, int32_t 
 
 /* ---- the loop ----------------------------------------------------------------------------- */
 
-static void count_cycle(spec_run *r, const draft *dft, int32_t n, double propose_ms, double verify_ms) {
+static void count_cycle(spec_run *r, const draft *dft, int32_t n, double propose_ms, double verify_ms,
+                        bool verify_recorded) {
     ds4rt_spec_stats *st = r->st;
     st->cycles++;
     st->first_tokens++;
@@ -208,7 +209,7 @@ static void count_cycle(spec_run *r, const draft *dft, int32_t n, double propose
     st->cache_bytes = cache->bytes;
     st->cache_hits = cache->hits + ds4rt_backend_cache_hits(r->s->model->be);
     st->cache_fallbacks = cache->fallbacks;
-    ds4rt_sched_observe(&r->sched, dft->n, n, propose_ms, verify_ms);
+    ds4rt_sched_observe(&r->sched, dft->n, n, propose_ms, verify_ms, verify_recorded);
     double dec = ds4rt_sched_decode_ms(&r->sched);
     if (dec <= 0) dec = verify_ms;
     st->decode_ms_avg = dec;
@@ -336,7 +337,7 @@ static ds4rt_status run_loop(spec_run *r, int32_t *out, size_t limit, size_t *n_
                 return rc;
             }
         }
-        count_cycle(r, &dft, n, propose_ms, verify_ms);
+        count_cycle(r, &dft, n, propose_ms, verify_ms, s->last_recorded);
         if (r->sp.on_schedule)
             log_schedule(r, p_next, max_d > 0 ? (int32_t)max_d : 0, L, probe, proposed, &dft, n, propose_ms, verify_ms,
                          r->d != NULL ? s->drafter.rows_done - rows0 : 0);

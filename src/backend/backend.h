@@ -254,6 +254,13 @@ typedef enum ds4rt_op {
 typedef struct ds4rt_backend ds4rt_backend;
 typedef struct ds4rt_backend_ops ds4rt_backend_ops;
 
+/* How a backend runs a pass it was told of by pass_begin (since version 5). */
+typedef enum ds4rt_pass_how {
+    DS4RT_PASS_PLAIN = 0,    /* the ops run as they are issued */
+    DS4RT_PASS_RECORDED = 1, /* recorded as a graph, run at pass_end: a first pass of its shape */
+    DS4RT_PASS_REPLAYED = 2, /* a recorded graph replayed: the composition issues nothing */
+} ds4rt_pass_how;
+
 /* Branch points of a composition (the op table's `branch`). */
 typedef enum ds4rt_branch {
     DS4RT_BRANCH_SIDE = 0, /* the ops that follow start a side branch */
@@ -320,12 +327,14 @@ struct ds4rt_backend_ops {
      * The ops the composition issues between pass_begin and pass_end form the pass `key` (a
      * hash of its static shape: the same key means the same ops on the same buffers, with the
      * dynamic values read from the pass block). If the backend holds a graph for `key` it
-     * replays it and sets *replayed, and the composition issues nothing until pass_end;
-     * otherwise it may record the ops (they run at pass_end). pass_end(ok = false) discards a
-     * recording after a failed op. Nothing between the two may read back or wait. `n` (since
-     * version 4) is the pass's token count: a backend may choose launch options by it (the GPU
-     * backend: programmatic dependent launch up to a pass size, docs/GPU.md). */
-    ds4rt_status (*pass_begin)(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *replayed);
+     * replays it (*how = DS4RT_PASS_REPLAYED), and the composition issues nothing until
+     * pass_end; otherwise it may record the ops (DS4RT_PASS_RECORDED: they run at pass_end,
+     * and the pass's time includes the recording) or run them as issued (DS4RT_PASS_PLAIN).
+     * pass_end(ok = false) discards a recording after a failed op. Nothing between the two may
+     * read back or wait. `n` (since version 4) is the pass's token count: a backend may choose
+     * launch options by it (the GPU backend: programmatic dependent launch up to a pass size,
+     * docs/GPU.md). */
+    ds4rt_status (*pass_begin)(ds4rt_bctx *ctx, uint64_t key, int64_t n, ds4rt_pass_how *how);
     ds4rt_status (*pass_end)(ds4rt_bctx *ctx, bool ok);
 
     /* ---- branches (optional: NULL where ops run one after another; since version 5) ----

@@ -180,10 +180,11 @@ static ds4rt_status run_pass(const ds4rt_target *t, ds4rt_pass_bufs *pb, ds4rt_k
     TRY(ds4rt_clock_lap(clk, &a->ms_upload));
     /* the layers read nothing back: a backend may replay them as one captured graph (a traced
      * pass reads rows back, so it is never captured) */
-    bool replayed = false;
+    ds4rt_pass_how how = DS4RT_PASS_PLAIN;
     const bool graph = o->pass_begin != NULL && a->trace == NULL;
-    if (graph) TRY(o->pass_begin(ctx, pass_key(t, pb, st, a), n, &replayed));
-    ds4rt_status status = replayed ? DS4RT_OK : run_layers(t, pb, st, a);
+    if (graph) TRY(o->pass_begin(ctx, pass_key(t, pb, st, a), n, &how));
+    a->recorded = how == DS4RT_PASS_RECORDED;
+    ds4rt_status status = how == DS4RT_PASS_REPLAYED ? DS4RT_OK : run_layers(t, pb, st, a);
     if (graph) {
         ds4rt_status end = o->pass_end(ctx, status == DS4RT_OK);
         if (status == DS4RT_OK) status = end;

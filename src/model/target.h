@@ -91,6 +91,9 @@ typedef struct ds4rt_forward_args {
     /* out: backend time in ms (device events on a GPU, backend.h "stage timers") of the
      * frontier snapshot, the input upload, the layers, the output head and the logits read-back */
     double ms_snapshot, ms_upload, ms_layers, ms_head, ms_read;
+    /* out: the backend recorded the layers as a graph on this pass (the first pass of its
+     * shape in the context): its time includes the recording, so it is not a cost sample */
+    bool recorded;
 } ds4rt_forward_args;
 
 /* Runs n <= st->max_batch tokens through the model, appending them to the state. Each

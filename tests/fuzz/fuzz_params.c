@@ -154,7 +154,7 @@ static void fuzz_scheduler(reader *r) {
         int32_t accepted = keep ? (int32_t)(u32(r) % (uint32_t)(keep + 1)) : 0;
         double propose_ms = L ? (double)unit(r) * 10.0 : -1.0;
         double verify_ms = 0.01 + (double)unit(r) * 20.0;
-        ds4rt_sched_observe(&sched, keep, accepted, propose_ms, verify_ms);
+        ds4rt_sched_observe(&sched, keep, accepted, propose_ms, verify_ms, (u32(r) & 7) == 0); /* some recorded */
         REQUIRE(sched.probe_gap >= 1 && sched.probe_gap <= (p.probe_max > 1 ? p.probe_max : 1));
     }
 }

@@ -23,9 +23,9 @@ void gpu_graphs_free(gpu_ctx *c) {
     c->n_graphs = 0;
 }
 
-ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *replayed) {
+ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, int64_t n, ds4rt_pass_how *how) {
     gpu_ctx *c = gctx(ctx);
-    *replayed = false;
+    *how = DS4RT_PASS_PLAIN;
     ds4rt_gk_pdl_pass(n); /* this pass's launches (and the head after it) use PDL or not */
     c->recording = false;
     if (!c->graphs_on) return DS4RT_OK;
@@ -33,13 +33,14 @@ ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *repl
         if (c->graphs[i].key == key) {
             GK(ds4rt_gk_graph_launch(c->graphs[i].exec, c->stream), "graph replay");
             c->graph_replays++;
-            *replayed = true;
+            *how = DS4RT_PASS_REPLAYED;
             return DS4RT_OK;
         }
     if (c->n_graphs == GPU_MAX_GRAPHS) return DS4RT_OK; /* a shape too many: run it plainly */
     GK(ds4rt_gk_capture_begin(c->stream), "graph capture");
     c->recording = true;
     c->recording_key = key;
+    *how = DS4RT_PASS_RECORDED;
     return DS4RT_OK;
 }
 

@@ -179,7 +179,7 @@ uint64_t gpu_mm_act_bytes(const ds4rt_hparams *hp, const ds4rt_limits *lim);
 /* graphs (gpu_graphs.c) */
 void gpu_graphs_init(gpu_ctx *c);
 void gpu_graphs_free(gpu_ctx *c);
-ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, int64_t n, bool *replayed);
+ds4rt_status gpu_pass_begin(ds4rt_bctx *ctx, uint64_t key, int64_t n, ds4rt_pass_how *how);
 ds4rt_status gpu_pass_end(ds4rt_bctx *ctx, bool ok);
 
 /* The op table's ops of this backend (gpu_backend.c), for contexts to point at. */
