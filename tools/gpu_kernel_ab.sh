@@ -4,6 +4,9 @@
 # a fresh process, the settings alternated round by round; results as JSON under $OUT.
 #
 #   OUT=DIR bash tools/gpu_kernel_ab.sh            # from the repository root, on the device
+#   tools/gpu_kernel_ab.sh base REV                # here: .big/base.tar.xz, then on the device
+#   STEPS="build base e2e" E2E_SETTINGS="new: base:PYTHONPATH=/tmp/ds4rt-kernel-ab/basesite" \
+#     OUT=DIR bash tools/gpu_kernel_ab.sh          # this tree against REV, alternated
 #
 # Carry the ignored folders .trainwhl (the build tools as wheels, .trainwhl/build/*.whl, and the
 # gguf wheel) and .big (big4.plan.json, for the end-to-end step). Steps (STEPS, default
@@ -14,6 +17,11 @@
 #   mm     bench_mm of the IQ2_XXS gate/up shape (256 experts of 2048 x 4096) and the Q2_K down
 #          shape (4096 x 2048), n = 1, 2, 4, 8, k = 6, ROUNDS rounds (default 2) of the settings
 #          -> $OUT/mm_<setting>_r<round>.json (each JSON's "forms" says what ran);
+#   base   with .big/base.tar.xz (made here by `tools/gpu_kernel_ab.sh base REV`: REV's tree by
+#          `git archive`, without the embedded GGUFs, which are copied from this checkout on the
+#          device): that build installed into $WORK/basesite beside the tree's, so an e2e
+#          setting "base:PYTHONPATH=$WORK/basesite" measures the earlier build in the same call
+#          (a kernel change end to end; docs/PERFORMANCE.md "Branches and shorter chains");
 #   e2e    when .big/big4.plan.json is there: the 4-layer real-width file
 #          (tools/make_big_model.py fill), then tools/bench_gpu.py decode and verify 2, 4, 8
 #          (graphs on, cache off) per setting, E2E_ROUNDS rounds (default 1)
@@ -21,6 +29,13 @@
 # Budget: about 5 minutes with the defaults (two builds ~3 min, the rest ~2); each step checks
 # DEADLINE_S (default 540 s from the start) and is skipped when less than its share is left.
 set -uo pipefail
+if [ "${1:-}" = base ]; then # here, not on the device: the tarball of an earlier revision
+  rev=${2:?usage: tools/gpu_kernel_ab.sh base REV}
+  mkdir -p .big
+  git archive --format=tar "$rev" | tar --delete ds4rt/data/default-target.gguf ds4rt/data/default-support.gguf |
+    xz -6 >.big/base.tar.xz && echo ".big/base.tar.xz: $rev ($(git rev-parse --short "$rev"))"
+  exit $?
+fi
 OUT=${OUT:?set OUT to the folder for the results}
 ROOT=$(pwd)
 WORK=${WORK:-/tmp/ds4rt-kernel-ab}
@@ -67,6 +82,19 @@ if want build; then
   say "ds4rt CUDA build: exit $rc"
   [ $rc = 0 ] || exit 3
   (cd /tmp && python3 -c "import ds4rt; print(ds4rt.build_info())") | tee -a "$OUT/ab.log"
+fi
+
+if want base; then
+  if [ ! -f .big/base.tar.xz ]; then
+    say "base: no .big/base.tar.xz carried, skipped"
+  else
+    rm -rf "$WORK/base" && mkdir -p "$WORK/base" && tar -C "$WORK/base" -xJf .big/base.tar.xz &&
+      cp ds4rt/data/*.gguf "$WORK/base/ds4rt/data/" &&
+      python3 -m pip install --no-index --no-deps --no-build-isolation --target "$WORK/basesite" \
+        -Cbuild-dir="$WORK/build-base" -Csetup-args=-Dgpu=cuda -Csetup-args=-Dnv_arch=sm_90 \
+        -Ccompile-args=-j"$jobs" "$WORK/base" >>"$OUT/install.log" 2>&1
+    say "base build (PYTHONPATH=$WORK/basesite): exit $?"
+  fi
 fi
 
 if want test; then
