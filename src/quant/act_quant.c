@@ -149,12 +149,12 @@ static void quantize_q8_0_x8(const ds4rt_act *a, int64_t t, const float *x) {
 }
 
 void ds4rt_act_quantize_row(const ds4rt_act *a, int64_t t, const float *x) {
+    const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
+    if (k->act_row != NULL && k->act_row(a, t, x)) return; /* the same bits, in SIMD */
     if (a->type == DS4RT_ACT_Q8_0_X8) {
         quantize_q8_0_x8(a, t, x);
         return;
     }
-    const ds4rt_cpu_kernels *k = ds4rt_cpu_active();
-    if (k->act_row != NULL && k->act_row(a, t, x)) return; /* the same bits, in SIMD */
     uint8_t *row = a->base + (size_t)t * a->stride;
     const int64_t n = a->cols;
     switch (a->type) {

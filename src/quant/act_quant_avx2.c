@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "repack.h"
 
 /* round half to even, NaN -> 0, clamp to [-127, 127], as act_quant.c's clamp_q */
 static inline __m256i q_of(__m256 v) {
@@ -146,9 +147,51 @@ static void f16_row(const float *x, int64_t n, float *dst) {
     }
 }
 
+/* The X8 interleave of a converted Q8_0 row's quants (kernels.h, DS4RT_ACT_Q8_0_X8): within a
+ * 256-column group, 32-bit word 8k + j of the output is word 8j + k of the input, an 8 x 8
+ * transpose of words, here in registers; a half group at the end (4 blocks: word 4k + j from
+ * word 8j + k) by word copies, as act_quant.c does. Then the sums times -128. */
+static void x8_interleave(uint8_t *qs, int32_t *sums, int64_t cols) {
+    int64_t c = 0;
+    for (; c + DS4RT_X8_GROUP_COLS <= cols; c += DS4RT_X8_GROUP_COLS) {
+        __m256i r[8], u[8], v[8];
+        for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_si256((const __m256i *)(const void *)(qs + c + 32 * j));
+        for (int j = 0; j < 8; j += 2) {
+            u[j] = _mm256_unpacklo_epi32(r[j], r[j + 1]);
+            u[j + 1] = _mm256_unpackhi_epi32(r[j], r[j + 1]);
+        }
+        for (int j = 0; j < 8; j += 4) {
+            v[j] = _mm256_unpacklo_epi64(u[j], u[j + 2]);
+            v[j + 1] = _mm256_unpackhi_epi64(u[j], u[j + 2]);
+            v[j + 2] = _mm256_unpacklo_epi64(u[j + 1], u[j + 3]);
+            v[j + 3] = _mm256_unpackhi_epi64(u[j + 1], u[j + 3]);
+        }
+        /* v[0..3]: words k = 0, 1, 2, 3 (low lane) and 4, 5, 6, 7 (high lane) of blocks 0..3;
+         * v[4..7] the same of blocks 4..7 */
+        for (int k = 0; k < 4; k++) {
+            const __m256i lo = _mm256_permute2x128_si256(v[k], v[k + 4], 0x20);
+            const __m256i hi = _mm256_permute2x128_si256(v[k], v[k + 4], 0x31);
+            _mm256_storeu_si256((__m256i *)(void *)(qs + c + 32 * k), lo);
+            _mm256_storeu_si256((__m256i *)(void *)(qs + c + 32 * (k + 4)), hi);
+        }
+    }
+    if (c < cols) { /* the half group */
+        uint8_t plain[DS4RT_X8_HALF_COLS];
+        memcpy(plain, qs + c, sizeof plain);
+        for (int k = 0; k < 8; k++)
+            for (int j = 0; j < 4; j++) memcpy(qs + c + 16 * k + 4 * j, plain + 32 * j + 4 * k, 4);
+    }
+    for (int64_t b = 0; b < cols / DS4RT_QK0; b++) sums[b] *= -128;
+}
+
 int ds4rt_act_row_avx2(const ds4rt_act *a, int64_t t, const float *x) {
     uint8_t *row = a->base + (size_t)t * a->stride;
     switch (a->type) {
+    case DS4RT_ACT_Q8_0_X8:
+        if (a->cols % DS4RT_X8_HALF_COLS != 0) return 0; /* not an X8 row: the portable code says so */
+        q8_0_row(x, a->cols, (int8_t *)row, (float *)(void *)(row + a->d_off), (int32_t *)(void *)(row + a->s_off));
+        x8_interleave(row, (int32_t *)(void *)(row + a->s_off), a->cols);
+        return 1;
     case DS4RT_TYPE_Q8_0:
         q8_0_row(x, a->cols, (int8_t *)row, (float *)(void *)(row + a->d_off), (int32_t *)(void *)(row + a->s_off));
         return 1;
