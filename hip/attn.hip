@@ -79,12 +79,9 @@ __device__ double block_sum_d(double v, double *sh) {
 
 /* ---- RMS norm ---------------------------------------------------------------------------- */
 
-/* A block of NORM_THREADS per row: a decode normalises one row. Thread t takes elements t,
- * t + NORM_THREADS, ... in that order, NORM_PF of them (and their weights) loaded before any is
- * used, so a thread waits for one round of loads per pass instead of one per element; the
- * order of the sum, and so its bits, is that of the one-at-a-time loop. */
+/* A block of NORM_THREADS per row: a decode normalises one row, and each thread's chain of
+ * dependent loads is width / NORM_THREADS long (4 for 4096; it was 32 with ROW_THREADS). */
 #define NORM_THREADS 1024
-#define NORM_PF 8
 
 __global__ void __launch_bounds__(NORM_THREADS)
     rms_norm_kernel(const float *x, const float *w, float eps, uint32_t width, float *out) {
@@ -93,35 +90,14 @@ __global__ void __launch_bounds__(NORM_THREADS)
     __shared__ float s_inv;
     const float *xr = x + (size_t)blockIdx.x * width;
     float *orow = out + (size_t)blockIdx.x * width;
-    float v[NORM_PF], wv[NORM_PF];
     double ss = 0.0;
-    for (uint32_t j0 = threadIdx.x; j0 < width; j0 += NORM_THREADS * NORM_PF) {
-UNROLL
-        for (int k = 0; k < NORM_PF; k++) {
-            const uint32_t j = j0 + (uint32_t)k * NORM_THREADS;
-            v[k] = j < width ? xr[j] : 0.0f;
-        }
-UNROLL
-        for (int k = 0; k < NORM_PF; k++)
-            if (j0 + (uint32_t)k * NORM_THREADS < width) ss = d_add(ss, d_mul((double)v[k], (double)v[k]));
-    }
+    for (uint32_t j = threadIdx.x; j < width; j += blockDim.x) ss = d_add(ss, d_mul((double)xr[j], (double)xr[j]));
     ss = block_sum_d(ss, sh);
     if (threadIdx.x == 0) s_inv = (float)(1.0 / sqrt(d_add(ss / (double)width, (double)eps)));
     __syncthreads();
     const float inv = s_inv;
-    for (uint32_t j0 = threadIdx.x; j0 < width; j0 += NORM_THREADS * NORM_PF) {
-UNROLL
-        for (int k = 0; k < NORM_PF; k++) {
-            const uint32_t j = j0 + (uint32_t)k * NORM_THREADS;
-            v[k] = j < width ? xr[j] : 0.0f;
-            wv[k] = j < width && w != NULL ? w[j] : 1.0f;
-        }
-UNROLL
-        for (int k = 0; k < NORM_PF; k++) {
-            const uint32_t j = j0 + (uint32_t)k * NORM_THREADS;
-            if (j < width) orow[j] = w != NULL ? f_mul(f_mul(v[k], inv), wv[k]) : f_mul(v[k], inv);
-        }
-    }
+    for (uint32_t j = threadIdx.x; j < width; j += blockDim.x)
+        orow[j] = w != NULL ? f_mul(f_mul(xr[j], inv), w[j]) : f_mul(xr[j], inv);
 }
 
 extern "C" int ds4rt_gk_rms_norm(int64_t rows, uint32_t width, const float *d_x, const float *d_w, float eps,

@@ -46,7 +46,15 @@ static inline int32_t hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-/* Block b's quants and integer sum, given its scale's reciprocal id. */
+/* The largest |x| of a 32-element block (max_ps(x, m) returns m when x is NaN: NaN elements
+ * never raise the maximum). */
+static inline float q8_0_amax(const float *xb) {
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) m = _mm256_max_ps(abs8(_mm256_loadu_ps(xb + 8 * i)), m);
+    return hmax8(m);
+}
+
+/* A block's quants and integer sum, given its scale's reciprocal id. */
 static inline void q8_0_block(const float *xb, float id, int8_t *qb, int32_t *sum) {
     const __m256 idv = _mm256_set1_ps(id);
     __m256i qi[4];
@@ -63,12 +71,7 @@ static void q8_0_row(const float *x, int64_t n, int8_t *q, float *d, int32_t *su
      * was most of a block's time (perf: this row conversion is serial time of every product) */
     for (; b0 + 8 <= nb; b0 += 8) {
         _Alignas(32) float mx[8], dbs[8], ids[8];
-        for (int k = 0; k < 8; k++) {
-            const float *xb = x + (b0 + k) * DS4RT_QK0;
-            __m256 m = _mm256_setzero_ps();
-            for (int i = 0; i < 4; i++) m = _mm256_max_ps(abs8(_mm256_loadu_ps(xb + 8 * i)), m);
-            mx[k] = hmax8(m);
-        }
+        for (int k = 0; k < 8; k++) mx[k] = q8_0_amax(x + (b0 + k) * DS4RT_QK0);
         const __m256 dbv = _mm256_div_ps(_mm256_load_ps(mx), _mm256_set1_ps(127.0f));
         const __m256 nz = _mm256_cmp_ps(dbv, _mm256_setzero_ps(), _CMP_NEQ_UQ); /* db != 0.0f */
         _mm256_store_ps(dbs, dbv);
@@ -80,22 +83,9 @@ static void q8_0_row(const float *x, int64_t n, int8_t *q, float *d, int32_t *su
         }
     }
     for (int64_t b = b0; b < nb; b++) {
-        const float *xb = x + b * DS4RT_QK0;
-        __m256 v[4];
-        /* max_ps(x, m) returns m when x is NaN: NaN elements never raise the maximum */
-        __m256 m = _mm256_setzero_ps();
-        for (int i = 0; i < 4; i++) {
-            v[i] = _mm256_loadu_ps(xb + 8 * i);
-            m = _mm256_max_ps(abs8(v[i]), m);
-        }
-        const float db = hmax8(m) / 127.0f;
-        const float id = db != 0.0f ? 1.0f / db : 0.0f;
-        const __m256 idv = _mm256_set1_ps(id);
-        __m256i qi[4];
-        for (int i = 0; i < 4; i++) qi[i] = q_of(_mm256_mul_ps(v[i], idv));
-        _mm256_storeu_si256((__m256i *)(void *)(q + b * DS4RT_QK0), pack32(qi[0], qi[1], qi[2], qi[3]));
+        const float db = q8_0_amax(x + b * DS4RT_QK0) / 127.0f;
+        q8_0_block(x + b * DS4RT_QK0, db != 0.0f ? 1.0f / db : 0.0f, q + b * DS4RT_QK0, &sums[b]);
         d[b] = db;
-        sums[b] = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3])));
     }
 }
 
