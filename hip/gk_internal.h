@@ -5,6 +5,7 @@
 #ifndef DS4RT_GK_INTERNAL_H
 #define DS4RT_GK_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "gk.h"
@@ -72,6 +73,26 @@ __device__ __forceinline__ float ds4rt_gk_warp_sum(float v) {
 __device__ __forceinline__ float ds4rt_gk_warp_max(float v) {
     for (int o = DS4RT_WARP / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor(v, o, DS4RT_WARP));
     return v;
+}
+
+/* e^x in float as the CPU's expf gives it: HIP-CPU calls the same libm; a device rounds its
+ * float64 exp to float (see ops.h, ds4rt_gk_swiglu). */
+__device__ __forceinline__ float gk_expf(float x) {
+#if defined(DS4RT_HIP_CPU)
+    return expf(x);
+#else
+    return (float)exp((double)x);
+#endif
+}
+
+/* One element of the SwiGLU with clamp (ds4rt_gk_swiglu, ops.h): silu(min(g, c)) *
+ * clamp(u, -c, c) * w, in the CPU's order. Shared by the SwiGLU kernel and the conversions that
+ * compute it on the fly (ds4rt_gk_swiglu_act, mm.h), so both give the same bits. */
+__device__ __forceinline__ float gk_swiglu1(float gv, float uv, float c, float w) {
+    const float gi = gv < c ? gv : c;
+    const float ui = uv < -c ? -c : (uv > c ? c : uv);
+    const float silu = gi / (1.0f + gk_expf(-gi));
+    return silu * ui * w;
 }
 
 #endif /* DS4RT_GK_INTERNAL_H */

@@ -66,6 +66,13 @@ size_t ds4rt_gk_act_bytes(uint32_t type, int64_t cols, int64_t n);
 int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, int64_t cols, void *d_act,
                          size_t act_bytes, void *stream);
 
+/* ds4rt_gk_swiglu (ops.h) of the `rows` contiguous rows of `width` in d_g and d_u, with
+ * `clamp` and row weights d_weight (NULL: none), converted as ds4rt_gk_act_convert converts
+ * for weight type `type`: the same bits as the two calls, in one launch, and the SwiGLU rows
+ * are never written (the MoE's down product reads only the conversion). */
+int ds4rt_gk_swiglu_act(uint32_t type, int64_t rows, uint32_t width, const float *d_g, const float *d_u, float clamp,
+                        const float *d_weight, void *d_act, size_t act_bytes, void *stream);
+
 /* y[i][r] = sum_c W[r][c] x[i][c] for i < n (d_y[n][w->rows]), from activations converted by
  * ds4rt_gk_act_convert for a weight of the same pairing and the same cols. Any n >= 0. */
 int ds4rt_gk_matmul_act(const ds4rt_gk_weight *w, const void *d_act, int64_t n, float *d_y, void *stream);
@@ -101,6 +108,14 @@ int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_groups, con
 int ds4rt_gk_matmul_experts_act(const ds4rt_gk_weight *w, uint64_t expert_stride, uint32_t n_experts,
                                 const int32_t *d_ids, int64_t n_slots, uint32_t x_div, const void *d_act,
                                 float *d_y, void *stream);
+
+/* Two expert stacks of the same type, shape and expert stride over the same slots and
+ * activations (the MoE's gate and up) in one launch: bitwise ds4rt_gk_matmul_experts_act of w
+ * into d_y and of w2 into d_y2 (one launch instead of two on a decode's critical path, and twice
+ * the thread blocks to fill the device with). */
+int ds4rt_gk_matmul_experts2_act(const ds4rt_gk_weight *w, const ds4rt_gk_weight *w2, uint64_t expert_stride,
+                                 uint32_t n_experts, const int32_t *d_ids, int64_t n_slots, uint32_t x_div,
+                                 const void *d_act, float *d_y, float *d_y2, void *stream);
 
 /* out[i][c][:] = row d_ids[i] of W dequantised to f32 (bit-exact with the CPU dequantiser, which
  * is gguf-py's), for i < n and c < copies: d_out is [n][copies][w->cols]. An id outside

@@ -271,6 +271,19 @@ __device__ __forceinline__ int8_t clamp_q(float v) {
 #define AQ_NT 256
 static_assert(DS4RT_WARP % 32 == 0, "a warp holds whole 32-element blocks");
 
+/* What a conversion reads: the rows x themselves (SW false), or (SW true, ds4rt_gk_swiglu_act)
+ * the SwiGLU of the rows g = x and u, with clamp c and row weights wt (NULL: none), each element
+ * computed by gk_swiglu1 as ds4rt_gk_swiglu computes it, so the same floats are converted. */
+typedef struct {
+    const float *x, *u, *wt;
+    float c;
+} act_in;
+
+template <bool SW> __device__ __forceinline__ float act_load(const act_in &in, int64_t t, int64_t i) {
+    if constexpr (SW) return gk_swiglu1(in.x[i], in.u[i], in.c, in.wt != NULL ? in.wt[t] : 1.0f);
+    return in.x[i];
+}
+
 /* Element k of a Q8_0 activation block, held by thread k of 32 consecutive threads (v = 0 for
  * the threads of a block past the data): its int8 value, and the block scale in *db. Shared by
  * act_q8_0_kernel and mm_qt_kernel's fused form, so both give the CPU's bits. */
@@ -309,9 +322,9 @@ __device__ __forceinline__ void q8_0_part(const float *v, int8_t *q, float *db) 
     UNROLL
     for (int j = 0; j < EPT; j++) q[j] = clamp_q(fmul(v[j], inv_d));
 }
-__global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict__ x, int64_t n, int64_t cols,
-                                                         uint8_t *__restrict__ act, size_t stride, size_t d_off,
-                                                         size_t s_off) {
+template <bool SW>
+__global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(act_in in, int64_t n, int64_t cols, uint8_t *__restrict__ act,
+                                                         size_t stride, size_t d_off, size_t s_off) {
     GK_PDL_ENTRY();
     const int64_t nb = cols / 32;
     const int k = (int)threadIdx.x % 32, sb = (int)threadIdx.x / 32;
@@ -319,7 +332,7 @@ __global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict
     const bool live = i < n * nb;                             /* uniform over the 32 threads */
     const int64_t t = live ? i / nb : 0, b = live ? i % nb : 0;
     uint8_t *row = act + (size_t)t * stride;
-    const float v = live ? x[i * 32 + k] : 0.0f; /* rows of x are contiguous: block i at 32 i */
+    const float v = live ? act_load<SW>(in, t, i * 32 + k) : 0.0f; /* rows of x are contiguous: block i at 32 i */
     float db;
     const int8_t q = q8_0_lane(v, &db); /* 0 where !live (v = 0) */
     int32_t s = q;
@@ -340,9 +353,9 @@ __global__ void __launch_bounds__(AQ_NT) act_q8_0_kernel(const float *__restrict
  * lower index (a total order, so any tree gives the CPU's element); the group sums of 16 int8
  * values are integer sums over 16 lanes. */
 #define Q8K_NT 256
-__global__ void __launch_bounds__(Q8K_NT) act_q8_K_kernel(const float *__restrict__ x, int64_t n, int64_t cols,
-                                                          uint8_t *__restrict__ act, size_t stride, size_t d_off,
-                                                          size_t s_off) {
+template <bool SW>
+__global__ void __launch_bounds__(Q8K_NT) act_q8_K_kernel(act_in in, int64_t n, int64_t cols, uint8_t *__restrict__ act,
+                                                          size_t stride, size_t d_off, size_t s_off) {
     GK_PDL_ENTRY();
     constexpr int NW = Q8K_NT / DS4RT_WARP;
     __shared__ float s_a[NW];
@@ -352,7 +365,7 @@ __global__ void __launch_bounds__(Q8K_NT) act_q8_K_kernel(const float *__restric
     const int64_t t = i / nb, b = i % nb;
     const int e = (int)threadIdx.x, wl = e % DS4RT_WARP, wi = e / DS4RT_WARP;
     (void)n;
-    const float xv = x[t * cols + b * 256 + e];
+    const float xv = act_load<SW>(in, t, t * cols + b * 256 + e);
     s_x[e] = xv;
     float am = fabsf(xv);
     am = am > 0.0f ? am : 0.0f; /* NaN -> 0: never taken */
@@ -394,13 +407,14 @@ __global__ void __launch_bounds__(Q8K_NT) act_q8_K_kernel(const float *__restric
 }
 
 /* Float pairings: the values rounded to f16 / bf16 (kept as f32), or copied. */
-__global__ void act_float_kernel(const float *__restrict__ x, int64_t n, int64_t cols, int kind,
-                                 uint8_t *__restrict__ act, size_t stride) {
+template <bool SW>
+__global__ void act_float_kernel(act_in in, int64_t n, int64_t cols, int kind, uint8_t *__restrict__ act,
+                                 size_t stride) {
     GK_PDL_ENTRY();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n * cols) return;
     const int64_t t = i / cols, c = i % cols;
-    float v = x[i];
+    float v = act_load<SW>(in, t, i);
     if (kind == A_F16) v = h2f(f2h(v));
     else if (kind == A_BF16) v = bf2f(f2bf(v));
     ((float *)(void *)(act + (size_t)t * stride))[c] = v;
@@ -642,7 +656,19 @@ typedef struct {
     uint64_t w_gstride;
     int64_t b_goff;
     int64_t y_stride;
+    /* paired expert products (ds4rt_gk_matmul_experts2_act): the blocks of grid z = 1 take this
+     * second stack (same shape, type and stride) and its outputs; NULL: one stack */
+    const uint8_t *w_b;
+    float *y_b;
 } mm_args;
+
+/* The stack of this block of an expert product: the second one of a pair in grid z = 1. */
+__device__ __forceinline__ void pair_select(mm_args &a) {
+    if (blockIdx.z != 0) {
+        a.w = a.w_b;
+        a.y = a.y_b;
+    }
+}
 
 template <int TYPE, bool ALIGNED, bool EXPERTS>
 __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
@@ -658,6 +684,7 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
     uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
     __shared__ float acc[QROWS * QLANES][QTOK];
 
+    if constexpr (EXPERTS) pair_select(a);
     const int tid = threadIdx.x, r = tid / QLANES, c = tid % QLANES;
     const int64_t row0 = (int64_t)blockIdx.x * QROWS;
     int64_t t0, nt, y_row;
@@ -773,6 +800,7 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     __shared__ uint64_t grid_s[TYPE == T_IQ2_XXS ? 256 : 1];
     __shared__ uint8_t signs_s[TYPE == T_IQ2_XXS && FORM == QS_OLD ? 128 : 1];
     __shared__ uint64_t smask_s[TYPE == T_IQ2_XXS && FORM == QS_NEW ? 128 : 1];
+    pair_select(a);
     const int tid = (int)threadIdx.x, sub = tid % SUB;
     const int64_t row0 = (int64_t)blockIdx.x * QS_R;
     const int nrows = a.rows - row0 < QS_R ? (int)(a.rows - row0) : QS_R;
@@ -786,19 +814,23 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     const uint8_t *w = a.w + (uint64_t)e * a.expert_stride + (uint64_t)row0 * a.row_bytes;
     const uint8_t *arow = a.act + (size_t)(j / a.x_div) * a.stride;
     const float *xds = (const float *)(const void *)(arow + a.d_off);
-    if constexpr (TYPE == T_IQ2_XXS) {
-        for (int k = tid; k < 256; k += QS_NT) grid_s[k] = ds4rt_iq2xxs_grid[k];
-        if constexpr (FORM == QS_OLD) {
-            for (int k = tid; k < 128; k += QS_NT) signs_s[k] = ds4rt_ksigns[k];
-        } else { /* byte j of smask_s[k]: 0xff where bit j of the CPU's ksigns[k] is set (a minus) */
-            for (int k = tid; k < 128; k += QS_NT) {
-                const uint32_t sg = ds4rt_ksigns[k];
-                uint64_t m = 0;
-                for (int jb = 0; jb < 8; jb++) m |= (uint64_t)(((sg >> jb) & 1u) * 0xffu) << (8 * jb);
-                smask_s[k] = m;
+    /* the IQ2_XXS tables into shared memory: called once the first step's weight loads are
+     * issued, so that their latencies overlap (constant data: before the PDL wait is fine) */
+    auto load_tables = [&]() {
+        if constexpr (TYPE == T_IQ2_XXS) {
+            for (int k = tid; k < 256; k += QS_NT) grid_s[k] = ds4rt_iq2xxs_grid[k];
+            if constexpr (FORM == QS_OLD) {
+                for (int k = tid; k < 128; k += QS_NT) signs_s[k] = ds4rt_ksigns[k];
+            } else { /* byte j of smask_s[k]: 0xff where bit j of the CPU's ksigns[k] is set (a minus) */
+                for (int k = tid; k < 128; k += QS_NT) {
+                    const uint32_t sg = ds4rt_ksigns[k];
+                    uint64_t m = 0;
+                    for (int jb = 0; jb < 8; jb++) m |= (uint64_t)(((sg >> jb) & 1u) * 0xffu) << (8 * jb);
+                    smask_s[k] = m;
+                }
             }
         }
-    }
+    };
     /* item it of thread tid is pair tid / SUB + it * (QS_NT / SUB) of the step: block p (the same
      * for every item, since QS_NT / SUB is a multiple of CB) of row rb + it * RS */
     constexpr int RS = QS_NT / SUB / CB;
@@ -858,7 +890,10 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
                 for (int k = 0; k < WV; k++) wv[it][k] = 0u;
             }
         }
-        if (b0 == 0) GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight */
+        if (b0 == 0) {
+            load_tables();
+            GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight */
+        }
         int xv[XV];
         int bsv[4] = {0, 0, 0, 0};
         float xd = 0.0f;
@@ -1343,6 +1378,7 @@ __global__ void __launch_bounds__(FQ * FRG * FGROUPS) mm_f_kernel(mm_args a, int
     __shared__ float part[TT][FROWS][33]; /* the 32 lanes of each (token, row); 33 against bank conflicts */
     const int q = threadIdx.x % FQ, rg = threadIdx.x / FQ, g = threadIdx.y;
     const int64_t rowb = (int64_t)blockIdx.x * FROWS, row0 = rowb + rg * FRT;
+    if constexpr (EXPERTS) pair_select(a);
     int64_t t0, nt, y_row;
     const uint8_t *w = a.w;
     bool bad = false;
@@ -1465,6 +1501,7 @@ __global__ void __launch_bounds__(VX * FGROUPS) mm_fv_kernel(mm_args a, int64_t 
     __shared__ float part[TT][VR][33]; /* the 32 lanes of each (token, row); 33 against bank conflicts */
     const int q = threadIdx.x % TPR, lr = threadIdx.x / TPR, g = threadIdx.y;
     const int64_t rowb = (int64_t)blockIdx.x * VR, row = rowb + lr;
+    if constexpr (EXPERTS) pair_select(a);
     int64_t t0, nt, y_row;
     const uint8_t *w = a.w;
     bool bad = false;
@@ -1656,6 +1693,71 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
     }
 }
 
+/* One token and rows of at most FS1_STEPS x 4096 columns (the hyper-connection mixes: 24 rows of
+ * 16384): mm_fs_kernel<TYPE, 1, 4096, 256> with every weight and activation load of the row
+ * issued at once, so a row waits for one memory latency instead of one per step (the steps'
+ * staging and the lane chains are the same, so are the bits). 24 rows are 24 thread blocks:
+ * registers (128 of loads a thread) are not what limits them. */
+#define FS1_STEPS 4
+#define FS1_MAX_ROWS 256 /* more rows fill the device without the registers this form holds */
+template <int TYPE>
+__global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
+    constexpr int CE = 4096, NT = 256;
+    constexpr int ES = TYPE == T_F32 ? 4 : 2, EW = 16 / ES, WL = CE / EW / NT, XL = CE / 4 / NT;
+    __shared__ float wf[CE];
+    __shared__ float xs[CE];
+    __shared__ float lanes[33];
+    const int tid = (int)threadIdx.x, l = tid % 32, g = tid / 32;
+    const int64_t r = blockIdx.x, t = blockIdx.y;
+    const uint8_t *wr = a.w + (uint64_t)r * a.row_bytes;
+    const float *xr = (const float *)(const void *)(a.act + (size_t)t * a.stride);
+    uint4 wp[FS1_STEPS][WL];
+    float4 xp[FS1_STEPS][XL];
+    UNROLL
+    for (int st = 0; st < FS1_STEPS; st++)
+        UNROLL
+        for (int k = 0; k < WL; k++) {
+            const int64_t e = (int64_t)st * CE + (int64_t)(k * NT + tid) * EW;
+            wp[st][k] = e < cols ? *(const uint4 *)(const void *)(wr + e * ES) : make_uint4(0u, 0u, 0u, 0u);
+        }
+    GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the row's weights are in flight (gk_internal.h) */
+    UNROLL
+    for (int st = 0; st < FS1_STEPS; st++)
+        UNROLL
+        for (int k = 0; k < XL; k++) {
+            const int64_t e = (int64_t)st * CE + (int64_t)(k * NT + tid) * 4;
+            xp[st][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    float acc = 0.0f;
+    UNROLL
+    for (int st = 0; st < FS1_STEPS; st++) {
+        const int64_t e0 = (int64_t)st * CE;
+        if (e0 >= cols) break;
+        __syncthreads(); /* the previous step is consumed */
+        UNROLL
+        for (int k = 0; k < WL; k++) unpack_store<TYPE>(wp[st][k], &wf[(k * NT + tid) * EW]);
+        UNROLL
+        for (int k = 0; k < XL; k++) *(float4 *)(void *)&xs[(k * NT + tid) * 4] = xp[st][k];
+        __syncthreads();
+        if (g == 0) { /* warp 0 runs the 32 lane chains, as mm_fs_kernel's warp of token 0 */
+            const int nj = (int)((cols - e0 < CE ? cols - e0 : CE) / 32);
+            if (nj == CE / 32) {
+                UNROLL
+                for (int j = 0; j < CE / 32; j++) acc = mac<TYPE>(acc, wf[l + 32 * j], xs[l + 32 * j]);
+            } else {
+                for (int j = 0; j < nj; j++) acc = mac<TYPE>(acc, wf[l + 32 * j], xs[l + 32 * j]);
+            }
+        }
+    }
+    if (g == 0) lanes[l] = acc;
+    __syncthreads();
+    if (tid == 0) { /* reduce32, as mm_fs_kernel */
+        float v[8];
+        for (int k = 0; k < 8; k++) v[k] = fadd(fadd(lanes[k], lanes[k + 8]), fadd(lanes[k + 16], lanes[k + 24]));
+        a.y[t * a.rows + r] = reduce8(v);
+    }
+}
+
 /* Rows of at most 1024 columns (the indexer's query projection: 8192 x 1024) take one step of
  * 1024 columns with 128 threads, so a row's thread block holds no idle threads and more blocks
  * fit on an SM. */
@@ -1807,8 +1909,10 @@ extern "C" size_t ds4rt_gk_matmul_scratch_bytes(uint32_t type, int64_t cols, int
     return ds4rt_gk_act_bytes(type, cols, n);
 }
 
-extern "C" int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, int64_t cols, void *d_act,
-                                    size_t act_bytes, void *stream) {
+template <bool SW>
+static int act_launch(uint32_t type, act_in in, int64_t n, int64_t cols, void *d_act, size_t act_bytes,
+                      void *stream) {
+    const float *d_x = in.x;
     const int kind = act_kind(type);
     if (kind < 0) return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "act_convert: weight type %u has no GPU kernel", type);
     const int ab = kind == A_Q8_0 ? 32 : kind == A_Q8_K ? 256 : 1;
@@ -1827,20 +1931,33 @@ extern "C" int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, 
     if (kind == A_Q8_0) {
         const int64_t items = n * (cols / 32);
         const int64_t per = AQ_NT / 32;
-        hipLaunchKernelGGL(act_q8_0_kernel, dim3((unsigned)((items + per - 1) / per)), dim3(AQ_NT), 0, s, d_x, n, cols,
-                           act, l.stride, l.d_off, l.s_off);
+        hipLaunchKernelGGL(act_q8_0_kernel<SW>, dim3((unsigned)((items + per - 1) / per)), dim3(AQ_NT), 0, s, in, n,
+                           cols, act, l.stride, l.d_off, l.s_off);
         return DS4RT_GK_LAUNCHED("act_q8_0");
     }
     if (kind == A_Q8_K) {
         const int64_t items = n * (cols / 256);
-        hipLaunchKernelGGL(act_q8_K_kernel, dim3((unsigned)items), dim3(Q8K_NT), 0, s, d_x, n, cols, act, l.stride,
+        hipLaunchKernelGGL(act_q8_K_kernel<SW>, dim3((unsigned)items), dim3(Q8K_NT), 0, s, in, n, cols, act, l.stride,
                            l.d_off, l.s_off);
         return DS4RT_GK_LAUNCHED("act_q8_K");
     }
     const int64_t items = n * cols;
-    hipLaunchKernelGGL(act_float_kernel, dim3((unsigned)((items + 255) / 256)), dim3(256), 0, s, d_x, n, cols, kind,
+    hipLaunchKernelGGL(act_float_kernel<SW>, dim3((unsigned)((items + 255) / 256)), dim3(256), 0, s, in, n, cols, kind,
                        act, l.stride);
     return DS4RT_GK_LAUNCHED("act_float");
+}
+
+extern "C" int ds4rt_gk_act_convert(uint32_t type, const float *d_x, int64_t n, int64_t cols, void *d_act,
+                                    size_t act_bytes, void *stream) {
+    const act_in in = {d_x, NULL, NULL, 0.0f};
+    return act_launch<false>(type, in, n, cols, d_act, act_bytes, stream);
+}
+
+extern "C" int ds4rt_gk_swiglu_act(uint32_t type, int64_t rows, uint32_t width, const float *d_g, const float *d_u,
+                                   float clamp, const float *d_weight, void *d_act, size_t act_bytes, void *stream) {
+    if (d_u == NULL) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "swiglu_act: u is NULL");
+    const act_in in = {d_g, d_u, d_weight, clamp};
+    return act_launch<true>(type, in, rows, (int64_t)width, d_act, act_bytes, stream);
 }
 
 typedef void (*mm_kernel_fn)(mm_args);
@@ -2056,7 +2173,8 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
     a.row_bytes = w->row_bytes;
     a.rows = w->rows;
     const bool aligned = ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0 &&
-                         (!EXPERTS || (a.expert_stride & 15) == 0);
+                         (!EXPERTS || ((a.expert_stride & 15) == 0 && ((uintptr_t)a.w_b & 15) == 0));
+    const unsigned gz = EXPERTS && a.w_b != NULL ? 2u : 1u; /* a pair of expert stacks */
 #if DS4RT_GK_INT8_MMA
     if (!EXPERTS && qm_takes(w, n_grid_rows)) return launch_qm(w, a, n_grid_rows, 1, s, what); /* verify, prefill */
 #endif
@@ -2069,7 +2187,7 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
          * expert forms measured") */
         a.nb = w->cols / block_elems(w->type);
         if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
-        const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows);
+        const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows, gz);
         const qs_forms *f = qs_decided();
         mm_kernel_fn k = w->type == T_IQ2_XXS ? (f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW> : mm_qs_kernel<T_IQ2_XXS, QS_OLD>)
                                               : (f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW> : mm_qs_kernel<T_Q2_K, QS_OLD>);
@@ -2078,7 +2196,7 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         a.nb = w->cols / block_elems(w->type);
         const int64_t gy = EXPERTS ? n_grid_rows : (n_grid_rows + QTOK - 1) / QTOK;
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
-        const dim3 grid((unsigned)((w->rows + QROWS - 1) / QROWS), (unsigned)gy);
+        const dim3 grid((unsigned)((w->rows + QROWS - 1) / QROWS), (unsigned)gy, gz);
         mm_kernel_fn k = pick_q<EXPERTS>(w->type, aligned);
         hipLaunchKernelGGL(k, grid, dim3(QROWS * QLANES), 0, s, a);
     } else {
@@ -2092,7 +2210,12 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
         /* as many token groups as the tokens need (the groups of a block share weight loads) */
         const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
-        if (vec && !EXPERTS && nn <= FS_MAX_N) { /* a few tokens: one staged row per block (mm_fs_kernel) */
+        if (vec && !EXPERTS && nn == 1 && w->cols > 4096 && w->cols <= FS1_STEPS * 4096 && w->rows <= FS1_MAX_ROWS) {
+            /* one token, a few long rows (the HC mixes): every load at once (mm_fs1_kernel) */
+            mmf_kernel_fn k = w->type == T_F32 ? mm_fs1_kernel<T_F32> : w->type == T_F16 ? mm_fs1_kernel<T_F16>
+                                                                                          : mm_fs1_kernel<T_BF16>;
+            hipLaunchKernelGGL(k, dim3((unsigned)w->rows, 1u), dim3(256u), 0, s, a, w->cols);
+        } else if (vec && !EXPERTS && nn <= FS_MAX_N) { /* a few tokens: one staged row per block (mm_fs_kernel) */
             const int fs_tt = nn == 1 ? 1 : nn == 2 ? 2 : FS_TT_MAX;
             const dim3 grid((unsigned)w->rows, (unsigned)((nn + fs_tt - 1) / fs_tt));
             int fs_nt = 0;
@@ -2102,10 +2225,10 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
             hipLaunchKernelGGL(k, grid, dim3((unsigned)fs_nt), 0, s, a, w->cols);
         } else if (vec) { /* 16-byte weight loads, one row per thread (mm_fv_kernel) */
             const int64_t vr = VX / (w->type == T_F32 ? 8 : 4);
-            const dim3 grid((unsigned)((w->rows + vr - 1) / vr), (unsigned)gy);
+            const dim3 grid((unsigned)((w->rows + vr - 1) / vr), (unsigned)gy, gz);
             hipLaunchKernelGGL(pick_fv<EXPERTS>(w->type, tt), grid, dim3(VX, (unsigned)groups), 0, s, a, w->cols);
         } else {
-            const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy);
+            const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy, gz);
             mmf_kernel_fn k = pick_f<EXPERTS>(w->type, tt, vec);
             hipLaunchKernelGGL(k, grid, dim3(FQ * FRG, (unsigned)groups), 0, s, a, w->cols);
         }
@@ -2194,9 +2317,10 @@ extern "C" int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_
     return ds4rt_gk_check(hipGetLastError(), "matmul_grouped");
 }
 
-extern "C" int ds4rt_gk_matmul_experts_act(const ds4rt_gk_weight *w, uint64_t expert_stride, uint32_t n_experts,
-                                           const int32_t *d_ids, int64_t n_slots, uint32_t x_div, const void *d_act,
-                                           float *d_y, void *stream) {
+/* The one launch of ds4rt_gk_matmul_experts_act and of a pair (w_b, y_b non-NULL). */
+static int launch_experts(const ds4rt_gk_weight *w, uint64_t expert_stride, uint32_t n_experts, const int32_t *d_ids,
+                          int64_t n_slots, uint32_t x_div, const void *d_act, float *d_y, const void *w_b, float *y_b,
+                          void *stream) {
     int st = check_weight(w, "matmul_experts");
     if (st != DS4RT_GK_OK) return st;
     if (n_slots < 0 || x_div == 0 || n_experts == 0)
@@ -2217,7 +2341,27 @@ extern "C" int ds4rt_gk_matmul_experts_act(const ds4rt_gk_weight *w, uint64_t ex
     a.expert_stride = expert_stride;
     a.n_experts = n_experts;
     a.x_div = x_div;
+    a.w_b = (const uint8_t *)w_b;
+    a.y_b = y_b;
     return launch_mm<true>(w, a, n_slots, (hipStream_t)stream, "matmul_experts");
+}
+
+extern "C" int ds4rt_gk_matmul_experts_act(const ds4rt_gk_weight *w, uint64_t expert_stride, uint32_t n_experts,
+                                           const int32_t *d_ids, int64_t n_slots, uint32_t x_div, const void *d_act,
+                                           float *d_y, void *stream) {
+    return launch_experts(w, expert_stride, n_experts, d_ids, n_slots, x_div, d_act, d_y, NULL, NULL, stream);
+}
+
+extern "C" int ds4rt_gk_matmul_experts2_act(const ds4rt_gk_weight *w, const ds4rt_gk_weight *w2,
+                                            uint64_t expert_stride, uint32_t n_experts, const int32_t *d_ids,
+                                            int64_t n_slots, uint32_t x_div, const void *d_act, float *d_y,
+                                            float *d_y2, void *stream) {
+    int st = check_weight(w2, "matmul_experts2");
+    if (st != DS4RT_GK_OK) return st;
+    if (w == NULL || w2->type != w->type || w2->rows != w->rows || w2->cols != w->cols ||
+        w2->row_bytes != w->row_bytes || d_y2 == NULL)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_experts2: the two stacks differ in type or shape, or y2 is NULL");
+    return launch_experts(w, expert_stride, n_experts, d_ids, n_slots, x_div, d_act, d_y, w2->d_data, d_y2, stream);
 }
 
 typedef void (*rows_kernel_fn)(const uint8_t *, uint64_t, int64_t, int64_t, const int32_t *, int64_t, int64_t, float *);

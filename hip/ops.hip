@@ -108,15 +108,6 @@ template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_F32>(float x) 
 template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_F16>(float x) { return ds4rt_gk_h2f(gk_f32_to_f16(x)); }
 template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_BF16>(float x) { return ds4rt_gk_bf2f(gk_f32_to_bf16(x)); }
 
-/* e^x in float as the CPU's expf gives it: HIP-CPU calls the same libm; a device rounds its
- * float64 exp to float (see ops.h, ds4rt_gk_swiglu). */
-__device__ __forceinline__ float gk_expf(float x) {
-#if defined(DS4RT_HIP_CPU)
-    return expf(x);
-#else
-    return (float)exp((double)x);
-#endif
-}
 
 __device__ __forceinline__ double gk_sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -1021,11 +1012,8 @@ __global__ void __launch_bounds__(GK_EW_NT)
     const int64_t total = rows * (int64_t)width;
     for (int64_t i = (int64_t)blockIdx.x * GK_EW_NT + threadIdx.x; i < total; i += (int64_t)gridDim.x * GK_EW_NT) {
         const int64_t r = i / width, j = i % width;
-        const float gv = g[(uint64_t)r * gs + (uint64_t)j], uv = u[(uint64_t)r * us + (uint64_t)j];
-        const float gi = gv < c ? gv : c;
-        const float ui = uv < -c ? -c : (uv > c ? c : uv);
-        const float silu = gi / (1.0f + gk_expf(-gi));
-        h[(uint64_t)r * hs + (uint64_t)j] = silu * ui * (wt != NULL ? wt[r] : 1.0f);
+        h[(uint64_t)r * hs + (uint64_t)j] =
+            gk_swiglu1(g[(uint64_t)r * gs + (uint64_t)j], u[(uint64_t)r * us + (uint64_t)j], c, wt != NULL ? wt[r] : 1.0f);
     }
 }
 

@@ -27,6 +27,7 @@
 #include "matmul.h"
 #include "mm.h"
 #include "mm_random.h"
+#include "ops.h"
 
 static int n_checks, n_failed;
 
@@ -163,6 +164,39 @@ static void check_shape(const type_case *tc, int64_t rows, int64_t cols, int mis
         free(q), free(sc), free(act);
     }
 
+    /* the SwiGLU computed inside the conversion (the MoE's down activations) equals the SwiGLU
+     * kernel followed by the conversion, byte for byte, for the rows of x as g and rows 8.. as u */
+    if (!misalign) {
+        const int nr = 6;
+        const float clamp = 1.5f; /* clamps part of the random values */
+        float wt[6] = {1.0f, 0.25f, -0.5f, 3.0f, 1e-3f, 0.75f};
+        float *dwt = dalloc(sizeof wt), *dh = dalloc(sizeof(float) * nr * cols);
+        up(dwt, wt, sizeof wt);
+        uint8_t *zero = calloc(1, sb), *a1 = malloc(sb), *a2 = malloc(sb);
+        void *dact2 = dalloc(sb);
+        up(dact, zero, sb);
+        up(dact2, zero, sb);
+        const float *dg = dx, *du = dx + (size_t)8 * cols;
+        int ok = 1;
+        for (int weighted = 0; weighted < 2 && ok; weighted++) {
+            if (!gk_ok(ds4rt_gk_swiglu(nr, (uint32_t)cols, dg, (uint64_t)cols, du, (uint64_t)cols, clamp,
+                                       weighted ? dwt : NULL, dh, (uint64_t)cols, stream),
+                       "swiglu") ||
+                !gk_ok(ds4rt_gk_act_convert(tc->type, dh, nr, cols, dact, sb, stream), "act_convert") ||
+                !gk_ok(ds4rt_gk_swiglu_act(tc->type, nr, (uint32_t)cols, dg, du, clamp, weighted ? dwt : NULL, dact2,
+                                           sb, stream),
+                       "swiglu_act"))
+                exit(2);
+            down(a1, dact, sb);
+            down(a2, dact2, sb);
+            ok = memcmp(a1, a2, sb) == 0;
+        }
+        snprintf(what, sizeof what, "swiglu_act == swiglu + act_convert cols=%lld", (long long)cols);
+        check(ok, tc->name, what, NULL);
+        ds4rt_gk_free(dwt), ds4rt_gk_free(dh), ds4rt_gk_free(dact2);
+        free(zero), free(a1), free(a2);
+    }
+
     /* expert stack: E copies of random matrices, stride padded to a 16-byte multiple + 16 */
     {
         const uint32_t E = 5, k = 3;
@@ -204,6 +238,40 @@ static void check_shape(const type_case *tc, int64_t rows, int64_t cols, int mis
             snprintf(what, sizeof what, "experts %lldx%lld %s %s", (long long)rows, (long long)cols,
                      per_slot ? "x/slot" : "x/token", al);
             check(ok, tc->name, what, d);
+        }
+        /* a pair of stacks in one launch (the MoE's gate and up) equals the two launches */
+        {
+            uint8_t *ws2 = calloc(E, stride);
+            for (uint32_t e = 0; e < E; e++) random_rows(tc, ws2 + e * stride, rows, cols, rb);
+            uint8_t *dws2_base = dalloc(E * stride + 16);
+            up(dws2_base + off, ws2, E * stride);
+            const ds4rt_gk_weight g1 = {tc->type, dws2_base + off, rows, cols, rb};
+            const int n_slots = ntok * (int)k;
+            float *dy2 = dalloc(sizeof(float) * NMAX * rows), *pair = malloc(sizeof(float) * 2 * n_slots * rows);
+            if (!gk_ok(ds4rt_gk_act_convert(tc->type, dx, ntok, cols, dact, sb, stream), "act_convert") ||
+                !gk_ok(ds4rt_gk_matmul_experts2_act(&g0, &g1, stride, E, dids, n_slots, k, dact, dy, dy2, stream),
+                       "matmul_experts2"))
+                exit(2);
+            down(pair, dy, sizeof(float) * n_slots * rows);
+            down(pair + (size_t)n_slots * rows, dy2, sizeof(float) * n_slots * rows);
+            int ok = 1;
+            for (int m = 0; m < 2 && ok; m++) {
+                if (!gk_ok(ds4rt_gk_matmul_experts_act(m ? &g1 : &g0, stride, E, dids, n_slots, k, dact, dy, stream),
+                           "matmul_experts"))
+                    exit(2);
+                down(got, dy, sizeof(float) * n_slots * rows);
+                const float *p = pair + (size_t)m * n_slots * rows;
+                for (int64_t i = 0; i < (int64_t)n_slots * rows && ok; i++) /* NaN rows included, as bits */
+                    ok = memcmp(&p[i], &got[i], sizeof(float)) == 0;
+            }
+            snprintf(what, sizeof what, "expert pair == two expert products %s", al);
+            check(ok, tc->name, what, NULL);
+            const ds4rt_gk_weight other = {tc->type, dws2_base + off, rows + 1, cols, rb};
+            check(ds4rt_gk_matmul_experts2_act(&g0, &other, stride, E, dids, n_slots, k, dact, dy, dy2, stream) ==
+                      DS4RT_GK_ERR_ARGUMENT,
+                  tc->name, "expert pair of unlike stacks refused", ds4rt_gk_last_error());
+            ds4rt_gk_free(dws2_base), ds4rt_gk_free(dy2);
+            free(ws2), free(pair);
         }
         /* the expert product equals the dense product of that expert (GPU against GPU) */
         {
@@ -335,6 +403,8 @@ int main(int argc, char **argv) {
                 if (quick && mis && s != 1) continue;
                 check_shape(tc, shapes[s][0], shapes[s][1], mis, quick);
             }
+        /* float types: the hyper-connection mix's shape (one token: mm_fs1_kernel, four steps) */
+        if (k == 1) check_shape(tc, 24, 16384, 0, quick);
     }
     ds4rt_gk_stream_destroy(stream);
     printf("test_mm: %d checks, %d failed\n", n_checks, n_failed);

@@ -30,6 +30,11 @@ ds4rt_status gpu_ctx_create(ds4rt_backend *be, int n_threads, ds4rt_bctx **out) 
      * same kernels, so the same bits; docs/GPU.md, "Branches") */
     const char *branch = getenv("DS4RT_GPU_BRANCH");
     c->branches = branch == NULL || strcmp(branch, "0") != 0;
+    /* DS4RT_GPU_MERGE=0 issues every kernel of an op on its own: the MoE's gate and up products
+     * as two launches, its SwiGLU apart from the down product's conversion (docs/GPU.md,
+     * "Merged launches"); both give the same bits */
+    const char *merge = getenv("DS4RT_GPU_MERGE");
+    c->merges = merge == NULL || strcmp(merge, "0") != 0;
     *out = &c->base;
     return DS4RT_OK;
 }

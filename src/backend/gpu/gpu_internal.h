@@ -99,6 +99,7 @@ typedef struct gpu_ctx {
     bool side_pending;             /* work issued on `side` that `stream` has not joined */
     bool side_sinkhorn;            /* hc_pre's Sinkhorn on the side branch (DS4RT_GPU_SIDE) */
     bool branches;                 /* the op table's branches run on `side` (DS4RT_GPU_BRANCH) */
+    bool merges;                   /* launches merged inside an op (DS4RT_GPU_MERGE; gpu_moe.c) */
     bool on_side;                  /* ops are being issued to the side branch */
 } gpu_ctx;
 

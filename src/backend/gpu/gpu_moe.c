@@ -27,6 +27,13 @@ static ds4rt_status experts(ds4rt_bctx *ctx, const ds4rt_dweight3 *w, const void
     return DS4RT_OK;
 }
 
+/* Gate and up stacks one launch can take: the same type, shape, count and expert stride. */
+static bool same_stacks(const ds4rt_dweight3 *a, const ds4rt_dweight3 *b) {
+    return a->first.type == b->first.type && a->first.rows == b->first.rows && a->first.cols == b->first.cols &&
+           a->first.row_bytes == b->first.row_bytes && a->first.layout == b->first.layout && a->count == b->count &&
+           a->stride == b->stride;
+}
+
 ds4rt_status gpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, const ds4rt_moe_weights *w,
                      float clamp, float clamp_sh, ds4rt_df32 x, ds4rt_df32 f) {
     gpu_workspace *ws = &gctx(ctx)->ws;
@@ -55,15 +62,31 @@ ds4rt_status gpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, i
                           s),
        "moe router");
 
-    /* routed experts: slot i*k + j reads row i; gate and up share one conversion when paired alike */
+    /* routed experts: slot i*k + j reads row i; gate and up share one conversion when paired
+     * alike, and then one launch (docs/GPU.md, "Merged launches") */
     void *act;
     TRY(convert(ctx, w->gate_exps.first.type, x, n, D, &act));
-    TRY(experts(ctx, &w->gate_exps, act, slots, k, ws->eg, "moe gate experts"));
-    if (w->up_exps.first.type != w->gate_exps.first.type) TRY(convert(ctx, w->up_exps.first.type, x, n, D, &act));
-    TRY(experts(ctx, &w->up_exps, act, slots, k, ws->eu, "moe up experts"));
-    GK(ds4rt_gk_swiglu(slots, FF, DF(ws->eg), FF, DF(ws->eu), FF, clamp, DF(ws->selw), DF(ws->eg), FF, s),
-       "moe swiglu");
-    TRY(convert(ctx, w->down_exps.first.type, ws->eg, slots, FF, &act));
+    if (gctx(ctx)->merges && same_stacks(&w->gate_exps, &w->up_exps)) {
+        ds4rt_gk_weight gg = gpu_weight(&w->gate_exps.first), gu = gpu_weight(&w->up_exps.first);
+        GK(ds4rt_gk_matmul_experts2_act(&gg, &gu, w->gate_exps.stride, w->gate_exps.count, DI(ws->sel), slots, k, act,
+                                        DF(ws->eg), DF(ws->eu), s),
+           "moe gate and up experts");
+    } else {
+        TRY(experts(ctx, &w->gate_exps, act, slots, k, ws->eg, "moe gate experts"));
+        if (w->up_exps.first.type != w->gate_exps.first.type) TRY(convert(ctx, w->up_exps.first.type, x, n, D, &act));
+        TRY(experts(ctx, &w->up_exps, act, slots, k, ws->eu, "moe up experts"));
+    }
+    if (gctx(ctx)->merges) { /* the SwiGLU computed inside the down product's conversion */
+        uint64_t bytes;
+        TRY(gpu_act(ctx, ds4rt_gk_act_bytes(w->down_exps.first.type, FF, slots), &act, &bytes));
+        GK(ds4rt_gk_swiglu_act(w->down_exps.first.type, slots, FF, DF(ws->eg), DF(ws->eu), clamp, DF(ws->selw), act,
+                               (size_t)bytes, s),
+           "moe swiglu and down activations");
+    } else {
+        GK(ds4rt_gk_swiglu(slots, FF, DF(ws->eg), FF, DF(ws->eu), FF, clamp, DF(ws->selw), DF(ws->eg), FF, s),
+           "moe swiglu");
+        TRY(convert(ctx, w->down_exps.first.type, ws->eg, slots, FF, &act));
+    }
     TRY(experts(ctx, &w->down_exps, act, slots, 1, ws->yslot, "moe down experts"));
 
     TRY(gpu_branch(ctx, DS4RT_BRANCH_JOIN));
