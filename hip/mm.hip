@@ -1062,104 +1062,112 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
     static_assert(!FX || TT <= QT_FX_TOK, "fused form: shared activations for at most QT_FX_TOK tokens");
     uint8_t(*wbuf)[SPAN] = reinterpret_cast<uint8_t(*)[SPAN]>(&wbuf4[0][0]);
     const int tid = (int)threadIdx.x;
-    const int64_t row0 = (int64_t)blockIdx.x * QT_ROWS;
-    const int nrows = a.rows - row0 < QT_ROWS ? (int)(a.rows - row0) : QT_ROWS;
     const int nt = (int)a.n;
     const int64_t g = blockIdx.y, boff = g * a.b_goff, ys = a.y_stride ? a.y_stride : a.rows;
     const uint8_t *w = a.w + (uint64_t)g * a.w_gstride;
     float *y = a.y + g * a.rows;
+    /* row groups of QT_ROWS rows: group blockIdx.x, then every gridDim.x-th (a grid smaller
+     * than the row groups keeps every thread block resident and streaming: the next group's
+     * weights are loaded while this one's terms are formed) */
+    const int64_t n_rg = (a.rows + QT_ROWS - 1) / QT_ROWS;
+    auto rows_in = [&](int64_t rg) { return a.rows - rg * QT_ROWS < QT_ROWS ? (int)(a.rows - rg * QT_ROWS) : QT_ROWS; };
     uint4 pre[LPT];
     UNROLL
     for (int i = 0; i < LPT; i++) pre[i] = make_uint4(0u, 0u, 0u, 0u);
     /* word k of a step is word k % NU of row k / NU; thread tid loads words tid + i * QT_NT */
-    auto issue = [&](int64_t b0) {
+    auto issue = [&](int64_t rg, int64_t b0) {
         const int nblk = a.nb - b0 < QT_CB ? (int)(a.nb - b0) : QT_CB;
         const uint64_t off = (uint64_t)b0 * BB;
         const int shift = (int)(off & 15), nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
+        const int nr = rows_in(rg);
+        const uint8_t *wg = w + (uint64_t)(rg * QT_ROWS) * a.row_bytes + (off - shift);
         UNROLL
         for (int i = 0; i < LPT; i++) {
             const int k = tid + i * QT_NT, rr = k / NU, u = k % NU;
-            if (rr < nrows && u < nu)
-                pre[i] = *(const uint4 *)(const void *)(w + (uint64_t)(row0 + rr) * a.row_bytes + (off - shift) +
-                                                        16 * u);
+            if (rr < nr && u < nu) pre[i] = *(const uint4 *)(const void *)(wg + (uint64_t)rr * a.row_bytes + 16 * u);
         }
     };
-    issue(0);
+    if ((int64_t)blockIdx.x < n_rg) issue(blockIdx.x, 0);
     GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight (gk_internal.h) */
     const int lr = tid / QLANES, lc = tid % QLANES; /* lane threads: tid < QT_ROWS * QLANES */
-    float acc[TT];
-    UNROLL
-    for (int t = 0; t < TT; t++) acc[t] = 0.0f;
-    for (int64_t b0 = 0; b0 < a.nb; b0 += QT_CB) {
-        const int nblk = a.nb - b0 < QT_CB ? (int)(a.nb - b0) : QT_CB;
-        const int shift = (int)(((uint64_t)b0 * BB) & 15);
-        const int nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
-        __syncthreads(); /* the previous step's weights and terms are consumed */
-        if (FX) { /* quantise the step's activations, every load of the step issued at once */
-            constexpr int EPT = QT_CB * 32 / QT_NT; /* elements per thread: 16 or 4 */
-            constexpr int TPB = 32 / EPT;           /* threads per 32-element block */
-            static_assert(EPT % 4 == 0 && 32 % EPT == 0, "whole float4s, whole blocks per thread group");
-            const int e0 = tid * EPT, p = e0 / 32; /* this thread's first element and its block */
-            float v[TT][EPT];
-            UNROLL
-            for (int t = 0; t < TT; t++)
+    for (int64_t rg = blockIdx.x; rg < n_rg; rg += gridDim.x) {
+        const int64_t row0 = rg * QT_ROWS;
+        const int nrows = rows_in(rg);
+        float acc[TT];
+        UNROLL
+        for (int t = 0; t < TT; t++) acc[t] = 0.0f;
+        for (int64_t b0 = 0; b0 < a.nb; b0 += QT_CB) {
+            const int nblk = a.nb - b0 < QT_CB ? (int)(a.nb - b0) : QT_CB;
+            const int shift = (int)(((uint64_t)b0 * BB) & 15);
+            const int nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
+            __syncthreads(); /* the previous step's weights and terms are consumed */
+            if (FX) { /* quantise the step's activations, every load of the step issued at once */
+                constexpr int EPT = QT_CB * 32 / QT_NT; /* elements per thread: 16 or 4 */
+                constexpr int TPB = 32 / EPT;           /* threads per 32-element block */
+                static_assert(EPT % 4 == 0 && 32 % EPT == 0, "whole float4s, whole blocks per thread group");
+                const int e0 = tid * EPT, p = e0 / 32; /* this thread's first element and its block */
+                float v[TT][EPT];
                 UNROLL
-                for (int j = 0; j < EPT; j += 4) {
-                    float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-                    if (t < nt && p < nblk)
-                        f = *(const float4 *)(const void *)(a.act + (size_t)t * a.stride +
-                                                            ((size_t)(boff + b0) * 32 + e0 + j) * sizeof(float));
-                    v[t][j] = f.x, v[t][j + 1] = f.y, v[t][j + 2] = f.z, v[t][j + 3] = f.w;
-                }
-            UNROLL
-            for (int t = 0; t < TT; t++) {
-                float d;
-                int8_t q[EPT];
-                q8_0_part<EPT, TPB>(v[t], q, &d);
-                if (t < nt && p < nblk) {
-                    int8_t *dst = (int8_t *)&xq4[t][0] + e0;
+                for (int t = 0; t < TT; t++)
                     UNROLL
-                    for (int j = 0; j < EPT; j += 4)
-                        *(int *)(void *)(dst + j) = (int)(uint8_t)q[j] | ((int)(uint8_t)q[j + 1] << 8) |
-                                                    ((int)(uint8_t)q[j + 2] << 16) | ((int)(uint8_t)q[j + 3] << 24);
-                    if (e0 % 32 == 0) xqd[t][p] = d;
+                    for (int j = 0; j < EPT; j += 4) {
+                        float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+                        if (t < nt && p < nblk)
+                            f = *(const float4 *)(const void *)(a.act + (size_t)t * a.stride +
+                                                                ((size_t)(boff + b0) * 32 + e0 + j) * sizeof(float));
+                        v[t][j] = f.x, v[t][j + 1] = f.y, v[t][j + 2] = f.z, v[t][j + 3] = f.w;
+                    }
+                UNROLL
+                for (int t = 0; t < TT; t++) {
+                    float d;
+                    int8_t q[EPT];
+                    q8_0_part<EPT, TPB>(v[t], q, &d);
+                    if (t < nt && p < nblk) {
+                        int8_t *dst = (int8_t *)&xq4[t][0] + e0;
+                        UNROLL
+                        for (int j = 0; j < EPT; j += 4)
+                            *(int *)(void *)(dst + j) = (int)(uint8_t)q[j] | ((int)(uint8_t)q[j + 1] << 8) |
+                                                        ((int)(uint8_t)q[j + 2] << 16) | ((int)(uint8_t)q[j + 3] << 24);
+                        if (e0 % 32 == 0) xqd[t][p] = d;
+                    }
                 }
             }
-        }
-        UNROLL
-        for (int i = 0; i < LPT; i++) {
-            const int k = tid + i * QT_NT, rr = k / NU, u = k % NU;
-            if (rr < nrows && u < nu) wbuf4[rr][u] = pre[i];
-        }
-        __syncthreads();
-        if (b0 + QT_CB < a.nb) issue(b0 + QT_CB);
-        UNROLL
-        for (int k0 = 0; k0 < QT_PAIRS; k0 += QT_NT) {
-            const int k = k0 + tid, rr = k / QT_CB, p = k % QT_CB;
-            if (rr < nrows && p < nblk) {
-                int wq[8];
-                const float dw = decode32<TYPE>(&wbuf[rr][shift + p * BB], wq);
-                UNROLL
-                for (int t = 0; t < TT; t++)
-                    if (t < nt)
-                        terms[t][rr][p] = FX ? term32x(wq, dw, (const int8_t *)&xq4[t][2 * p], xqd[t][p])
-                                             : term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, boff + b0 + p);
+            UNROLL
+            for (int i = 0; i < LPT; i++) {
+                const int k = tid + i * QT_NT, rr = k / NU, u = k % NU;
+                if (rr < nrows && u < nu) wbuf4[rr][u] = pre[i];
             }
+            __syncthreads();
+            if (b0 + QT_CB < a.nb) issue(rg, b0 + QT_CB);
+            else if (rg + gridDim.x < n_rg) issue(rg + gridDim.x, 0);
+            UNROLL
+            for (int k0 = 0; k0 < QT_PAIRS; k0 += QT_NT) {
+                const int k = k0 + tid, rr = k / QT_CB, p = k % QT_CB;
+                if (rr < nrows && p < nblk) {
+                    int wq[8];
+                    const float dw = decode32<TYPE>(&wbuf[rr][shift + p * BB], wq);
+                    UNROLL
+                    for (int t = 0; t < TT; t++)
+                        if (t < nt)
+                            terms[t][rr][p] = FX ? term32x(wq, dw, (const int8_t *)&xq4[t][2 * p], xqd[t][p])
+                                                 : term32(wq, dw, a.act + (size_t)t * a.stride, a.d_off, boff + b0 + p);
+                }
+            }
+            __syncthreads();
+            if (tid < QT_ROWS * QLANES && lr < nrows) /* lane lc of row lr: blocks lc, lc + 8, ... in order */
+                for (int p = lc; p < nblk; p += QLANES)
+                    UNROLL
+                    for (int t = 0; t < TT; t++)
+                        if (t < nt) acc[t] = fadd(acc[t], terms[t][lr][p]);
         }
+        if (tid < QT_ROWS * QLANES && lr < nrows)
+            UNROLL
+            for (int t = 0; t < TT; t++) lanes[t][lr][lc] = acc[t];
         __syncthreads();
-        if (tid < QT_ROWS * QLANES && lr < nrows) /* lane lc of row lr: blocks lc, lc + 8, ... in order */
-            for (int p = lc; p < nblk; p += QLANES)
-                UNROLL
-                for (int t = 0; t < TT; t++)
-                    if (t < nt) acc[t] = fadd(acc[t], terms[t][lr][p]);
-    }
-    if (tid < QT_ROWS * QLANES && lr < nrows)
-        UNROLL
-        for (int t = 0; t < TT; t++) lanes[t][lr][lc] = acc[t];
-    __syncthreads();
-    if (tid < nt * QT_ROWS) { /* the fixed reduction of the row's 8 lanes */
-        const int t = tid / QT_ROWS, r = tid % QT_ROWS;
-        if (r < nrows) y[(int64_t)t * ys + row0 + r] = reduce8(lanes[t][r]);
+        if (tid < nt * QT_ROWS) { /* the fixed reduction of the row's 8 lanes */
+            const int t = tid / QT_ROWS, r = tid % QT_ROWS;
+            if (r < nrows) y[(int64_t)t * ys + row0 + r] = reduce8(lanes[t][r]);
+        }
     }
 }
 
@@ -2049,6 +2057,36 @@ static int64_t qt_rows_per_block(int64_t nb) { return nb <= 32 ? QT_PAIRS / 32 :
 
 /* mm_qt_kernel over n <= QT_TOK token rows, `groups` grid rows of a.rows weight rows each;
  * fx: a.act holds float rows (the fused form, n <= QT_FX_TOK). */
+/* Thread blocks of `k` (QT_NT threads) the device holds at once, 0 where unknown (docs/GPU.md,
+ * "Streaming row groups"). DS4RT_GPU_QT_STREAM=0 answers 0 (one row group per block), =N > 0
+ * answers N (the tests force streaming on small shapes with it). */
+static long qt_stream_forced(void) { /* -1: the device's count */
+    static const long forced = [] {
+        const char *e = getenv("DS4RT_GPU_QT_STREAM");
+        const long v = e != NULL && *e != '\0' ? strtol(e, NULL, 10) : -1L;
+        return v >= 0 ? v : -1L;
+    }();
+    return forced;
+}
+
+static int64_t qt_resident(mm_kernel_fn k) {
+    const long forced = qt_stream_forced();
+    if (forced >= 0) return forced;
+#if defined(DS4RT_HIP_CPU)
+    (void)k;
+    return 0;
+#else
+    int dev = 0, sms = 0, per = 0;
+    if (hipGetDevice(&dev) != hipSuccess ||
+        hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess ||
+        hipOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, QT_NT, 0) != hipSuccess) {
+        (void)hipGetLastError();
+        return 0;
+    }
+    return (int64_t)sms * per;
+#endif
+}
+
 static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t groups, bool fx, hipStream_t s) {
     a.nb = w->cols / block_elems(w->type);
     const bool short_rows = a.nb <= 32;
@@ -2057,7 +2095,16 @@ static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t g
     mm_kernel_fn k = w->type == T_Q8_0   ? pick_qt<T_Q8_0>(short_rows, tt, fx)
                      : w->type == T_Q4_0 ? pick_qt<T_Q4_0>(short_rows, tt, fx)
                                          : pick_qt<T_MXFP4>(short_rows, tt, fx);
-    hipLaunchKernelGGL(k, dim3((unsigned)((a.rows + rows_per - 1) / rows_per), groups), dim3(QT_NT), 0, s, a);
+    /* more row groups than the device holds blocks (the LM head: 32320 of 4 rows): as many
+     * blocks as it holds, each streaming its row groups, the next group's weights in flight
+     * while this one's terms are formed. The fused form converts activations per row group, so
+     * it keeps one group per block. */
+    int64_t blocks = (a.rows + rows_per - 1) / rows_per;
+    if (!fx) {
+        const int64_t resident = qt_resident(k) / (int64_t)groups;
+        if (resident > 0 && blocks > resident) blocks = resident;
+    }
+    hipLaunchKernelGGL(k, dim3((unsigned)blocks, groups), dim3(QT_NT), 0, s, a);
 }
 
 #if DS4RT_GK_INT8_MMA
@@ -2150,10 +2197,15 @@ static const qs_forms *qs_decided(void) {
         r.q2k = s2 && strcmp(e2, "0") == 0 ? -1 : s2 && strcmp(e2, "old") == 0 ? QS_OLD : QS_NEW;
         const bool bad2 = s2 && strcmp(e2, "0") != 0 && strcmp(e2, "old") != 0 && strcmp(e2, "1") != 0 &&
                           strcmp(e2, "new") != 0;
-        snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s)",
+        const long qs = qt_stream_forced();
+        char stream[64];
+        if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (default)");
+        else if (qs == 0) snprintf(stream, sizeof stream, "one per block (DS4RT_GPU_QT_STREAM=0)");
+        else snprintf(stream, sizeof stream, "streamed by %ld blocks (DS4RT_GPU_QT_STREAM)", qs);
+        snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s); Q8_0 row groups %s",
                  r.iq2 == QS_NEW ? "new" : "old", n1,
                  r.q2k < 0 ? "mm_q" : r.q2k == QS_NEW ? "mm_qs new" : "mm_qs old",
-                 !s2 ? "default" : bad2 ? "DS4RT_GPU_QS_Q2K not understood" : "DS4RT_GPU_QS_Q2K");
+                 !s2 ? "default" : bad2 ? "DS4RT_GPU_QS_Q2K not understood" : "DS4RT_GPU_QS_Q2K", stream);
         return r;
     }();
     return &f;

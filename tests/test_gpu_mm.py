@@ -102,6 +102,23 @@ def test_expert_forms_match_cpu_bitwise(test_mm, wtype, env, form):
         assert any(line.startswith("ok") and " experts " in line for line in lines), r.stdout
 
 
+@pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "MXFP4"])
+def test_streamed_row_groups_match_cpu_bitwise(test_mm, wtype):
+    """mm_qt_kernel with fewer thread blocks than row groups, each streaming its groups
+    (docs/GPU.md, "Streaming row groups"): forced to 4 blocks (1 per group of the grouped
+    product's 4), so the test's small shapes and a 2100 x 4096 product (unfused at n = 1) stream."""
+    env = {**os.environ, "DS4RT_GPU_QT_STREAM": "4"}
+    for shape in ([], ["--shape", "2100x4096"]):
+        args = [test_mm, "--type", wtype, "--seed", "13", *shape, *QUICK]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+        if r.returncode == NO_DEVICE:
+            pytest.skip(r.stdout.strip() or "no GPU device")
+        info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
+        assert info and "Q8_0 row groups streamed by 4 blocks" in info[0], info
+        assert r.returncode == 0 and "FAIL" not in r.stdout, (shape, r.stdout[-6000:], r.stderr)
+        assert shape or any(" grouped " in line for line in r.stdout.splitlines()), r.stdout
+
+
 def test_expert_forms_default_reported(test_mm):
     env = {k: v for k, v in os.environ.items() if k not in ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K")}
     r = subprocess.run(

@@ -164,6 +164,44 @@ static void check_shape(const type_case *tc, int64_t rows, int64_t cols, int mis
         free(q), free(sc), free(act);
     }
 
+    /* grouped product (the attention's grouped output): G groups of `rows` rows, group g on
+     * columns [g cols, (g + 1) cols) of each row, against the CPU's product of each group */
+    if (!misalign && ds4rt_gk_matmul_grouped_supported(&(ds4rt_gk_weight){tc->type, dw, 4 * rows, cols, rb}, 4, 1)) {
+        const int G = 4;
+        uint8_t *wg = malloc(wbytes * G);
+        random_rows(tc, wg, G * rows, cols, rb);
+        float *xg = malloc(sizeof(float) * 8 * G * cols), *yg = malloc(sizeof(float) * 8 * G * rows);
+        random_x(xg, 8, G * cols);
+        uint8_t *dwg = dalloc(wbytes * G);
+        up(dwg, wg, wbytes * G);
+        float *dxg = dalloc(sizeof(float) * 8 * G * cols), *dyg = dalloc(sizeof(float) * 8 * G * rows);
+        up(dxg, xg, sizeof(float) * 8 * G * cols);
+        const size_t sbg = ds4rt_gk_act_bytes(tc->type, G * cols, 8);
+        void *dactg = dalloc(sbg);
+        const ds4rt_gk_weight gwg = {tc->type, dwg, G * rows, cols, rb};
+        int ok = 1;
+        char d[160] = "";
+        for (int n = 1; n <= 8 && ok; n += n < 2 ? 1 : 3) {
+            if (!gk_ok(ds4rt_gk_act_convert(tc->type, dxg, n, G * cols, dactg, sbg, stream), "act_convert") ||
+                !gk_ok(ds4rt_gk_matmul_grouped_act(&gwg, (uint32_t)G, dactg, n, dyg, stream), "matmul_grouped"))
+                exit(2);
+            down(yg, dyg, sizeof(float) * n * G * rows);
+            for (int g = 0; g < G && ok; g++)
+                for (int i = 0; i < n && ok; i++) {
+                    const ds4rt_weight wc = {
+                        .type = tc->type, .data = wg + (size_t)g * rows * rb, .rows = rows, .cols = cols, .row_bytes = rb};
+                    ds4rt_matmul(NULL, &wc, xg + (size_t)i * G * cols + (size_t)g * cols, 1, one);
+                    const int64_t at = first_diff(yg + (size_t)i * G * rows + (size_t)g * rows, one, rows);
+                    ok = at < 0;
+                    if (!ok) snprintf(d, sizeof d, "n=%d group %d token %d row %lld", n, g, i, (long long)at);
+                }
+        }
+        snprintf(what, sizeof what, "grouped %dx%lldx%lld", G, (long long)rows, (long long)cols);
+        check(ok, tc->name, what, d);
+        ds4rt_gk_free(dwg), ds4rt_gk_free(dxg), ds4rt_gk_free(dyg), ds4rt_gk_free(dactg);
+        free(wg), free(xg), free(yg);
+    }
+
     /* the SwiGLU computed inside the conversion (the MoE's down activations) equals the SwiGLU
      * kernel followed by the conversion, byte for byte, for the rows of x as g and rows 8.. as u */
     if (!misalign) {
