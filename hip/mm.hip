@@ -2262,7 +2262,12 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
         /* as many token groups as the tokens need (the groups of a block share weight loads) */
         const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
-        if (vec && !EXPERTS && nn == 1 && w->cols > 4096 && w->cols <= FS1_STEPS * 4096 && w->rows <= FS1_MAX_ROWS) {
+        static const bool fs1 = [] { /* DS4RT_GPU_FS1=0: mm_fs_kernel for these too (an A/B knob) */
+            const char *e = getenv("DS4RT_GPU_FS1");
+            return e == NULL || strcmp(e, "0") != 0;
+        }();
+        if (fs1 && vec && !EXPERTS && nn == 1 && w->cols > 4096 && w->cols <= FS1_STEPS * 4096 &&
+            w->rows <= FS1_MAX_ROWS) {
             /* one token, a few long rows (the HC mixes): every load at once (mm_fs1_kernel) */
             mmf_kernel_fn k = w->type == T_F32 ? mm_fs1_kernel<T_F32> : w->type == T_F16 ? mm_fs1_kernel<T_F16>
                                                                                           : mm_fs1_kernel<T_BF16>;
