@@ -75,6 +75,62 @@ __device__ __forceinline__ float ds4rt_gk_warp_max(float v) {
     return v;
 }
 
+/* Sum of v over the NT threads of the block (NT a power of two); every thread gets it. */
+template <int NT, typename V> __device__ __forceinline__ V gk_block_sum(V v, V *sh) {
+    const int tid = (int)threadIdx.x;
+    sh[tid] = v;
+    __syncthreads();
+    for (int s = NT / 2; s > 0; s >>= 1) {
+        if (tid < s) sh[tid] = sh[tid] + sh[tid + s];
+        __syncthreads();
+    }
+    V r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* The RMS scale of the hyper-connection mix, (float)(1 / sqrt(mean(x^2) + eps)) over x[0, width),
+ * with its float64 sum of squares in one fixed partition: GK_RMS_PARTS partial sums, partial p
+ * of the elements p, p + GK_RMS_PARTS, ... in increasing order (each square exact, added by one
+ * fma), then the tree p += p + s for s = GK_RMS_PARTS / 2, ..., 1. A block of NT threads (NT
+ * dividing GK_RMS_PARTS) holds GK_RMS_PARTS / NT partials a thread and forms the tree's levels
+ * above NT in the same order, so every block size gives the same bits: the HC RMS kernel
+ * (ops.hip, NT = GK_RMS_PARTS) and the one-token mix that computes it itself (mm.hip,
+ * mm_fs1_kernel, NT = 256). PF: loads in flight per partial before they are added. sh: NT
+ * doubles of shared memory. Every thread gets the result. */
+#define GK_RMS_PARTS 1024
+#if defined(__CUDACC__) || defined(__clang__)
+#define GK_IUNROLL _Pragma("unroll")
+#else
+#define GK_IUNROLL /* GCC (HIP-CPU) does without */
+#endif
+template <int NT, int PF> __device__ __forceinline__ float gk_rms_inv(const float *x, int64_t width, float eps, double *sh) {
+    constexpr int V = GK_RMS_PARTS / NT;
+    static_assert(V * NT == GK_RMS_PARTS && (V & (V - 1)) == 0, "NT divides the partition");
+    const int tid = (int)threadIdx.x;
+    double p[V];
+    for (int v = 0; v < V; v++) p[v] = 0.0;
+    float val[V][PF];
+    for (int64_t i0 = 0; i0 < width; i0 += (int64_t)GK_RMS_PARTS * PF) {
+        GK_IUNROLL for (int k = 0; k < PF; k++) {
+            GK_IUNROLL for (int v = 0; v < V; v++) {
+                const int64_t i = i0 + (int64_t)k * GK_RMS_PARTS + v * NT + tid;
+                val[v][k] = i < width ? x[i] : 0.0f;
+            }
+        }
+        GK_IUNROLL for (int k = 0; k < PF; k++) {
+            GK_IUNROLL for (int v = 0; v < V; v++) {
+                if (i0 + (int64_t)k * GK_RMS_PARTS + v * NT + tid < width)
+                    p[v] = fma((double)val[v][k], (double)val[v][k], p[v]);
+            }
+        }
+    }
+    for (int h = V / 2; h > 0; h >>= 1) /* the tree's levels above NT */
+        for (int v = 0; v < h; v++) p[v] = p[v] + p[v + h];
+    const double ss = gk_block_sum<NT>(p[0], sh);
+    return (float)(1.0 / sqrt(ss / (double)width + (double)eps));
+}
+
 /* e^x in float as the CPU's expf gives it: HIP-CPU calls the same libm; a device rounds its
  * float64 exp to float (see ops.h, ds4rt_gk_swiglu). */
 __device__ __forceinline__ float gk_expf(float x) {

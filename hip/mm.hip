@@ -660,6 +660,7 @@ typedef struct {
      * second stack (same shape, type and stride) and its outputs; NULL: one stack */
     const uint8_t *w_b;
     float *y_b;
+    float eps; /* ds4rt_gk_matmul_rms_row: the RMS epsilon */
 } mm_args;
 
 /* The stack of this block of an expert product: the second one of a pair in grid z = 1. */
@@ -1708,13 +1709,23 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
  * registers (128 of loads a thread) are not what limits them. */
 #define FS1_STEPS 4
 #define FS1_MAX_ROWS 256 /* more rows fill the device without the registers this form holds */
-template <int TYPE>
+/* The activation rounding paired with float weights of TYPE (act_float_kernel's). */
+template <int TYPE> __device__ __forceinline__ float act_round(float v) {
+    if (TYPE == T_F16) return h2f(f2h(v));
+    if (TYPE == T_BF16) return bf2f(f2bf(v));
+    return v;
+}
+/* RMS (ds4rt_gk_matmul_rms_row): a.act is the raw row X; every block forms the HC RMS scale r of
+ * it itself (gk_rms_inv, the HC RMS kernel's partition and tree) and multiplies act(X * r), the
+ * values that kernel would have written, so the HC mix of one token is one launch. */
+template <int TYPE, bool RMS>
 __global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
     constexpr int CE = 4096, NT = 256;
     constexpr int ES = TYPE == T_F32 ? 4 : 2, EW = 16 / ES, WL = CE / EW / NT, XL = CE / 4 / NT;
     __shared__ float wf[CE];
     __shared__ float xs[CE];
     __shared__ float lanes[33];
+    __shared__ double rms_sh[RMS ? NT : 1];
     const int tid = (int)threadIdx.x, l = tid % 32, g = tid / 32;
     const int64_t r = blockIdx.x, t = blockIdx.y;
     const uint8_t *wr = a.w + (uint64_t)r * a.row_bytes;
@@ -1729,12 +1740,18 @@ __global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
             wp[st][k] = e < cols ? *(const uint4 *)(const void *)(wr + e * ES) : make_uint4(0u, 0u, 0u, 0u);
         }
     GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the row's weights are in flight (gk_internal.h) */
+    float inv = 1.0f;
+    if constexpr (RMS) inv = gk_rms_inv<NT, FS1_STEPS * CE / GK_RMS_PARTS>(xr, cols, a.eps, rms_sh);
     UNROLL
     for (int st = 0; st < FS1_STEPS; st++)
         UNROLL
         for (int k = 0; k < XL; k++) {
             const int64_t e = (int64_t)st * CE + (int64_t)(k * NT + tid) * 4;
             xp[st][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+            if constexpr (RMS) {
+                xp[st][k].x = act_round<TYPE>(xp[st][k].x * inv), xp[st][k].y = act_round<TYPE>(xp[st][k].y * inv);
+                xp[st][k].z = act_round<TYPE>(xp[st][k].z * inv), xp[st][k].w = act_round<TYPE>(xp[st][k].w * inv);
+            }
         }
     float acc = 0.0f;
     UNROLL
@@ -1764,6 +1781,18 @@ __global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
         for (int k = 0; k < 8; k++) v[k] = fadd(fadd(lanes[k], lanes[k + 8]), fadd(lanes[k + 16], lanes[k + 24]));
         a.y[t * a.rows + r] = reduce8(v);
     }
+}
+
+/* One token's product of `w` runs mm_fs1_kernel: float rows of 4097..16384 columns, at most
+ * FS1_MAX_ROWS of them, 16-byte aligned; DS4RT_GPU_FS1=0 keeps mm_fs_kernel (an A/B knob). */
+static bool fs1_takes(const ds4rt_gk_weight *w) {
+    static const bool on = [] {
+        const char *e = getenv("DS4RT_GPU_FS1");
+        return e == NULL || strcmp(e, "0") != 0;
+    }();
+    return on && (w->type == T_F32 || w->type == T_F16 || w->type == T_BF16) && w->cols > 4096 &&
+           w->cols <= FS1_STEPS * 4096 && w->cols % 32 == 0 && w->rows <= FS1_MAX_ROWS &&
+           ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0;
 }
 
 /* Rows of at most 1024 columns (the indexer's query projection: 8192 x 1024) take one step of
@@ -2262,15 +2291,11 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
         /* as many token groups as the tokens need (the groups of a block share weight loads) */
         const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
-        static const bool fs1 = [] { /* DS4RT_GPU_FS1=0: mm_fs_kernel for these too (an A/B knob) */
-            const char *e = getenv("DS4RT_GPU_FS1");
-            return e == NULL || strcmp(e, "0") != 0;
-        }();
-        if (fs1 && vec && !EXPERTS && nn == 1 && w->cols > 4096 && w->cols <= FS1_STEPS * 4096 &&
-            w->rows <= FS1_MAX_ROWS) {
+        if (vec && !EXPERTS && nn == 1 && fs1_takes(w)) {
             /* one token, a few long rows (the HC mixes): every load at once (mm_fs1_kernel) */
-            mmf_kernel_fn k = w->type == T_F32 ? mm_fs1_kernel<T_F32> : w->type == T_F16 ? mm_fs1_kernel<T_F16>
-                                                                                          : mm_fs1_kernel<T_BF16>;
+            mmf_kernel_fn k = w->type == T_F32   ? mm_fs1_kernel<T_F32, false>
+                              : w->type == T_F16 ? mm_fs1_kernel<T_F16, false>
+                                                 : mm_fs1_kernel<T_BF16, false>;
             hipLaunchKernelGGL(k, dim3((unsigned)w->rows, 1u), dim3(256u), 0, s, a, w->cols);
         } else if (vec && !EXPERTS && nn <= FS_MAX_N) { /* a few tokens: one staged row per block (mm_fs_kernel) */
             const int fs_tt = nn == 1 ? 1 : nn == 2 ? 2 : FS_TT_MAX;
@@ -2333,6 +2358,34 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     st = ds4rt_gk_act_convert(w->type, d_x, n, w->cols, d_scratch, scratch_bytes, stream);
     if (st != DS4RT_GK_OK) return st;
     return ds4rt_gk_matmul_act(w, d_scratch, n, d_y, stream);
+}
+
+extern "C" int ds4rt_gk_matmul_rms_row_supported(const ds4rt_gk_weight *w) { return w != NULL && fs1_takes(w); }
+
+extern "C" int ds4rt_gk_matmul_rms_row(const ds4rt_gk_weight *w, const float *d_x, float eps, float *d_y,
+                                       void *stream) {
+    int st = check_weight(w, "matmul_rms_row");
+    if (st != DS4RT_GK_OK) return st;
+    if (!fs1_takes(w))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "matmul_rms_row: %s %lldx%lld is not a one-step-per-4096 float product",
+                             type_name(w->type), (long long)w->rows, (long long)w->cols);
+    if (d_x == NULL || d_y == NULL || ((uintptr_t)d_x & 15) != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_rms_row: x or y NULL, or x not 16-byte aligned");
+    if (w->rows == 0) return DS4RT_GK_OK;
+    mm_args a = {};
+    a.w = (const uint8_t *)w->d_data;
+    a.act = (const uint8_t *)d_x;
+    a.y = d_y;
+    a.n = 1;
+    a.rows = w->rows;
+    a.row_bytes = w->row_bytes;
+    a.stride = (size_t)w->cols * sizeof(float);
+    a.eps = eps;
+    mmf_kernel_fn k = w->type == T_F32   ? mm_fs1_kernel<T_F32, true>
+                      : w->type == T_F16 ? mm_fs1_kernel<T_F16, true>
+                                         : mm_fs1_kernel<T_BF16, true>;
+    hipLaunchKernelGGL(k, dim3((unsigned)w->rows, 1u), dim3(256u), 0, (hipStream_t)stream, a, w->cols);
+    return ds4rt_gk_check(hipGetLastError(), "matmul_rms_row");
 }
 
 extern "C" int ds4rt_gk_matmul_grouped_supported(const ds4rt_gk_weight *w, uint32_t n_groups, int64_t n) {

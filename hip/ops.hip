@@ -113,19 +113,7 @@ __device__ __forceinline__ double gk_sigmoid_d(double x) { return 1.0 / (1.0 + e
 
 /* ---- block reductions (shared memory, fixed tree) --------------------------------------------- */
 
-/* Sum of v over the NT threads of the block (NT a power of two); every thread gets it. */
-template <int NT, typename V> __device__ __forceinline__ V gk_block_sum(V v, V *sh) {
-    const int tid = (int)threadIdx.x;
-    sh[tid] = v;
-    __syncthreads();
-    for (int s = NT / 2; s > 0; s >>= 1) {
-        if (tid < s) sh[tid] = sh[tid] + sh[tid + s];
-        __syncthreads();
-    }
-    V r = sh[0];
-    __syncthreads();
-    return r;
-}
+/* gk_block_sum: hip/gk_internal.h */
 
 /* The CPU's fixed sum of 32 float lanes (src/quant/blocks.h, ds4rt_reduce32). */
 __device__ __forceinline__ float gk_reduce32(const float *a) {
@@ -136,7 +124,7 @@ __device__ __forceinline__ float gk_reduce32(const float *a) {
 
 /* ---- RMS scale of rows (HC mixing input) ------------------------------------------------------- */
 
-#define GK_RMS_NT 1024
+#define GK_RMS_NT GK_RMS_PARTS /* one partial per thread (hip/gk_internal.h, gk_rms_inv) */
 
 /* ---- the float product in the CPU's order ------------------------------------------------------ */
 
@@ -283,20 +271,8 @@ __global__ void __launch_bounds__(GK_RMS_NT) gk_hc_rms_act_kernel(const float *_
     GK_PDL_ENTRY();
     __shared__ double sh[GK_RMS_NT];
     const float *x = X + (int64_t)blockIdx.x * width;
-    double ss = 0.0;
+    const float r = gk_rms_inv<GK_RMS_NT, GK_RMS_PF>(x, width, eps, sh);
     float v[GK_RMS_PF];
-    for (int64_t i0 = threadIdx.x; i0 < width; i0 += (int64_t)GK_RMS_NT * GK_RMS_PF) {
-        GK_UNROLL
-        for (int k = 0; k < GK_RMS_PF; k++) {
-            const int64_t i = i0 + (int64_t)k * GK_RMS_NT;
-            v[k] = i < width ? x[i] : 0.0f;
-        }
-        GK_UNROLL
-        for (int k = 0; k < GK_RMS_PF; k++)
-            if (i0 + (int64_t)k * GK_RMS_NT < width) ss += (double)v[k] * (double)v[k];
-    }
-    ss = gk_block_sum<GK_RMS_NT>(ss, sh);
-    const float r = (float)(1.0 / sqrt(ss / (double)width + (double)eps));
     if (threadIdx.x == 0) inv[blockIdx.x] = r;
     float *a = (float *)(void *)(act + (size_t)blockIdx.x * stride);
     for (int64_t i0 = threadIdx.x; i0 < width; i0 += (int64_t)GK_RMS_NT * GK_RMS_PF) {
@@ -325,6 +301,10 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
                              scratch_bytes, need);
     if (fn_type != DS4RT_GK_TYPE_F32 && fn_type != DS4RT_GK_TYPE_F16 && fn_type != DS4RT_GK_TYPE_BF16)
         return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "hc_mix: weight type %u is not F32/F16/BF16", fn_type);
+    const ds4rt_gk_weight w = {fn_type, d_fn, (int64_t)n_out, width, fn_row_bytes};
+    /* one token: the RMS scale formed inside the product, one launch (same bits) */
+    if (n == 1 && ((uintptr_t)d_X & 15) == 0 && ds4rt_gk_matmul_rms_row_supported(&w))
+        return ds4rt_gk_matmul_rms_row(&w, d_X, dims->rms_eps, d_mix, stream);
     float *inv = (float *)d_scratch;
     uint8_t *act = (uint8_t *)d_scratch + gk_align((size_t)n * 4);
     const size_t stride = ds4rt_gk_act_bytes(DS4RT_GK_TYPE_F32, width, 1);
@@ -338,7 +318,6 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
     else
         hipLaunchKernelGGL(gk_hc_rms_act_kernel<DS4RT_GK_TYPE_BF16>, grid, block, 0, s, d_X, width, eps, inv, act, stride);
     if ((st = DS4RT_GK_LAUNCHED("hc_mix rms and act")) != DS4RT_GK_OK) return st;
-    const ds4rt_gk_weight w = {fn_type, d_fn, (int64_t)n_out, width, fn_row_bytes};
     return ds4rt_gk_matmul_act(&w, act, n, d_mix, stream);
 }
 

@@ -892,6 +892,11 @@ int main(int argc, char **argv) {
     RUN("matmul", test_matmul_float());
     RUN("hc", test_hc(4, 72));
     RUN("hc", test_hc(3, 131));
+    /* the real width (N = 4, D = 4096) and a partial last step: one token's HC mix forms its RMS
+     * scale inside the product (ds4rt_gk_matmul_rms_row), so "row alone == in batch" compares
+     * that launch with the two-launch path of a batch */
+    RUN("hc", test_hc(4, 4096));
+    RUN("hc", test_hc(3, 1500));
     RUN("argmax", test_argmax());
     RUN("add", test_add_nonfinite());
     RUN("confidence", test_confidence());
