@@ -79,7 +79,8 @@ int ds4rt_gk_matmul_act(const ds4rt_gk_weight *w, const void *d_act, int64_t n, 
 
 /* ds4rt_gk_act_convert into d_scratch then ds4rt_gk_matmul_act, with the same bits; a few rows
  * of a Q8_0-activation type (n <= 4, small matrices) take one fused launch that converts in
- * the product kernel and leaves d_scratch untouched. scratch_bytes >=
+ * the product kernel, and float weights with up to 32 rows (aligned, whole 32-column periods)
+ * one launch that rounds x as it loads it; both leave d_scratch untouched. scratch_bytes >=
  * ds4rt_gk_matmul_scratch_bytes(w->type, w->cols, n). */
 size_t ds4rt_gk_matmul_scratch_bytes(uint32_t type, int64_t cols, int64_t n);
 int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float *d_y, void *d_scratch,

@@ -661,6 +661,7 @@ typedef struct {
     const uint8_t *w_b;
     float *y_b;
     float eps; /* ds4rt_gk_matmul_rms_row: the RMS epsilon */
+    int round_x; /* mm_fs kernels: act holds raw float rows, rounded at the load (ds4rt_gk_matmul) */
 } mm_args;
 
 /* The stack of this block of an expert product: the second one of a pair in grid z = 1. */
@@ -1623,6 +1624,23 @@ __device__ __forceinline__ void unpack_store(uint4 p, float *dst) {
     }
 }
 
+/* The activation rounding paired with float weights of TYPE (act_float_kernel's). */
+template <int TYPE> __device__ __forceinline__ float act_round(float v) {
+    if (TYPE == T_F16) return h2f(f2h(v));
+    if (TYPE == T_BF16) return bf2f(f2bf(v));
+    return v;
+}
+
+/* x of a float product as its conversion leaves it: raw rows (a.round_x) rounded as
+ * act_float_kernel rounds them, or rows that conversion wrote (F32: the same values). */
+template <int TYPE> __device__ __forceinline__ float4 x_in(float4 v, int round_x) {
+    if (TYPE != T_F32 && round_x) {
+        v.x = act_round<TYPE>(v.x), v.y = act_round<TYPE>(v.y);
+        v.z = act_round<TYPE>(v.z), v.w = act_round<TYPE>(v.w);
+    }
+    return v;
+}
+
 /* TT tokens per grid row (1, 2 or 4: the shared activation buffer is sized by it) and CE columns
  * per step: a decode (TT = 1) stages 4096 columns a step, so the 16384 columns of the HC mix
  * take 4 dependent steps instead of 8 and a 4096-column row is one step of 256 threads (every
@@ -1663,7 +1681,8 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
                 UNROLL
                 for (int k = 0; k < XL; k++) {
                     const int64_t e = e0 + (int64_t)(k * FS_NT + tid) * 4;
-                    xp[t][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+                    xp[t][k] = e < cols ? x_in<TYPE>(*(const float4 *)(const void *)(xr + e), a.round_x)
+                                        : make_float4(0.f, 0.f, 0.f, 0.f);
                 }
             }
     };
@@ -1709,12 +1728,6 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
  * registers (128 of loads a thread) are not what limits them. */
 #define FS1_STEPS 4
 #define FS1_MAX_ROWS 256 /* more rows fill the device without the registers this form holds */
-/* The activation rounding paired with float weights of TYPE (act_float_kernel's). */
-template <int TYPE> __device__ __forceinline__ float act_round(float v) {
-    if (TYPE == T_F16) return h2f(f2h(v));
-    if (TYPE == T_BF16) return bf2f(f2bf(v));
-    return v;
-}
 /* RMS (ds4rt_gk_matmul_rms_row): a.act is the raw row X; every block forms the HC RMS scale r of
  * it itself (gk_rms_inv, the HC RMS kernel's partition and tree) and multiplies act(X * r), the
  * values that kernel would have written, so the HC mix of one token is one launch. */
@@ -1747,7 +1760,8 @@ __global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
         UNROLL
         for (int k = 0; k < XL; k++) {
             const int64_t e = (int64_t)st * CE + (int64_t)(k * NT + tid) * 4;
-            xp[st][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+            xp[st][k] = e < cols ? x_in<TYPE>(*(const float4 *)(const void *)(xr + e), RMS ? 0 : a.round_x)
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
             if constexpr (RMS) {
                 xp[st][k].x = act_round<TYPE>(xp[st][k].x * inv), xp[st][k].y = act_round<TYPE>(xp[st][k].y * inv);
                 xp[st][k].z = act_round<TYPE>(xp[st][k].z * inv), xp[st][k].w = act_round<TYPE>(xp[st][k].w * inv);
@@ -1781,6 +1795,13 @@ __global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
         for (int k = 0; k < 8; k++) v[k] = fadd(fadd(lanes[k], lanes[k + 8]), fadd(lanes[k + 16], lanes[k + 24]));
         a.y[t * a.rows + r] = reduce8(v);
     }
+}
+
+/* A product of n tokens with `w` runs mm_fs_kernel or mm_fs1_kernel (launch_mm): float rows of
+ * whole 32-column lane periods, 16-byte aligned, at most FS_MAX_N tokens. */
+static bool fs_takes(const ds4rt_gk_weight *w, int64_t n) {
+    return (w->type == T_F32 || w->type == T_F16 || w->type == T_BF16) && n >= 1 && n <= FS_MAX_N &&
+           w->cols % 32 == 0 && ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0;
 }
 
 /* One token's product of `w` runs mm_fs1_kernel: float rows of 4097..16384 columns, at most
@@ -2248,7 +2269,7 @@ template <bool EXPERTS>
 static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, hipStream_t s, const char *what) {
     const int kind = act_kind(w->type);
     const act_layout l = layout_of(kind, w->cols);
-    a.stride = l.stride;
+    a.stride = a.round_x ? (size_t)w->cols * sizeof(float) : l.stride; /* raw rows: contiguous */
     a.d_off = l.d_off;
     a.s_off = l.s_off;
     a.row_bytes = w->row_bytes;
@@ -2354,6 +2375,16 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
         a.rows = w->rows;
         launch_qt(w, a, n, 1, true, (hipStream_t)stream);
         return ds4rt_gk_check(hipGetLastError(), "matmul");
+    }
+    if (d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && fs_takes(w, n)) {
+        /* float weights, a few tokens: mm_fs_kernel rounds x as it loads it, no conversion launch */
+        mm_args a = {};
+        a.w = (const uint8_t *)w->d_data;
+        a.act = (const uint8_t *)d_x;
+        a.y = d_y;
+        a.n = n;
+        a.round_x = 1;
+        return launch_mm<false>(w, a, n, (hipStream_t)stream, "matmul");
     }
     st = ds4rt_gk_act_convert(w->type, d_x, n, w->cols, d_scratch, scratch_bytes, stream);
     if (st != DS4RT_GK_OK) return st;

@@ -43,6 +43,11 @@ ds4rt_status gpu_matmul(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_df32 x, i
     void *scratch;
     uint64_t bytes;
     TRY(gpu_act(ctx, ds4rt_gk_matmul_scratch_bytes(w->type, w->cols, n), &scratch, &bytes));
+    if (!gctx(ctx)->merges && gpu_hc_type(w->type)) { /* DS4RT_GPU_MERGE=0: float x converted apart */
+        GK(ds4rt_gk_act_convert(w->type, DF(x), n, w->cols, scratch, (size_t)bytes, gstream(ctx)), "matmul act");
+        GK(ds4rt_gk_matmul_act(&gw, scratch, n, DF(y), gstream(ctx)), "matmul");
+        return DS4RT_OK;
+    }
     GK(ds4rt_gk_matmul(&gw, DF(x), n, DF(y), scratch, (size_t)bytes, gstream(ctx)), "matmul");
     return DS4RT_OK;
 }
