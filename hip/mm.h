@@ -107,6 +107,16 @@ int ds4rt_gk_matmul_grouped_supported(const ds4rt_gk_weight *w, uint32_t n_group
 int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_groups, const void *d_act, int64_t n,
                                 float *d_y, void *stream);
 
+/* The grouped product of the float rows d_x[n][n_groups * w->cols] themselves, each thread
+ * block converting its group's activations (the fused form of mm_qt_kernel): bitwise
+ * ds4rt_gk_act_convert then ds4rt_gk_matmul_grouped_act, one launch, where
+ * ds4rt_gk_matmul_grouped_fused_supported() (a group's row of one staging step, few tokens, the
+ * re-read floats within the fused form's bound, not the tensor-core path); elsewhere
+ * DS4RT_GK_ERR_UNSUPPORTED. */
+int ds4rt_gk_matmul_grouped_fused_supported(const ds4rt_gk_weight *w, uint32_t n_groups, int64_t n);
+int ds4rt_gk_matmul_grouped_fused(const ds4rt_gk_weight *w, uint32_t n_groups, const float *d_x, int64_t n, float *d_y,
+                                  void *stream);
+
 /* Products over a stack of experts (MoE dispatch), with the expert of each slot read from device
  * memory: for j < n_slots, e = d_ids[j] (int32), W_e = the matrix at w->d_data + e * expert_stride
  * (shape and type of *w),

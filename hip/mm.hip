@@ -1103,7 +1103,9 @@ __global__ void __launch_bounds__(QT_NT) mm_qt_kernel(mm_args a) {
             const int shift = (int)(((uint64_t)b0 * BB) & 15);
             const int nu = (int)((shift + (uint64_t)nblk * BB + 15) / 16);
             __syncthreads(); /* the previous step's weights and terms are consumed */
-            if (FX) { /* quantise the step's activations, every load of the step issued at once */
+            /* quantise the step's activations, every load of the step issued at once; a row of
+             * one step keeps them in xq4 for every later row group of the block */
+            if (FX && (rg == (int64_t)blockIdx.x || a.nb > QT_CB)) {
                 constexpr int EPT = QT_CB * 32 / QT_NT; /* elements per thread: 16 or 4 */
                 constexpr int TPB = 32 / EPT;           /* threads per 32-element block */
                 static_assert(EPT % 4 == 0 && 32 % EPT == 0, "whole float4s, whole blocks per thread group");
@@ -2147,10 +2149,11 @@ static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t g
                                          : pick_qt<T_MXFP4>(short_rows, tt, fx);
     /* more row groups than the device holds blocks (the LM head: 32320 of 4 rows): as many
      * blocks as it holds, each streaming its row groups, the next group's weights in flight
-     * while this one's terms are formed. The fused form converts activations per row group, so
-     * it keeps one group per block. */
+     * while this one's terms are formed. The fused form converts a step's activations in the
+     * block: it streams only rows of one step, whose converted activations stay in shared
+     * memory for the block's later row groups. */
     int64_t blocks = (a.rows + rows_per - 1) / rows_per;
-    if (!fx) {
+    if (!fx || a.nb <= (short_rows ? 32 : 128)) {
         const int64_t resident = qt_resident(k) / (int64_t)groups;
         if (resident > 0 && blocks > resident) blocks = resident;
     }
@@ -2213,12 +2216,22 @@ extern "C" const char *ds4rt_gk_qm_reason(void) { return "off: int8 mma is an NV
  * type on aligned rows, n <= QT_FX_TOK, and the blocks' repeated activation reads (each block
  * reads all n rows) within QT_FX_L2_BYTES, so the LM head and the 8192-column projections keep
  * the separate conversion. */
-static bool qt_fused(const ds4rt_gk_weight *w, int64_t n) {
+static bool qt_fused(const ds4rt_gk_weight *w, int64_t n, uint32_t groups) {
     if (act_kind(w->type) != A_Q8_0 || n < 1 || n > QT_FX_TOK || ((uintptr_t)w->d_data & 15) != 0 ||
         (w->row_bytes & 15) != 0)
         return false;
-    const int64_t nb = w->cols / block_elems(w->type), blocks = (w->rows + qt_rows_per_block(nb) - 1) / qt_rows_per_block(nb);
-    return (double)blocks * (double)w->cols * 4.0 * (double)n <= (double)QT_FX_L2_BYTES;
+    const int64_t nb = w->cols / block_elems(w->type), rows_g = w->rows / groups;
+    int64_t blocks = (rows_g + qt_rows_per_block(nb) - 1) / qt_rows_per_block(nb);
+    if (nb <= (nb <= 32 ? 32 : 128)) { /* one step: streamed blocks convert once (launch_qt) */
+        const int tt = n <= 1 ? 1 : n == 2 ? 2 : 4;
+        const mm_kernel_fn k = w->type == T_Q8_0   ? pick_qt<T_Q8_0>(nb <= 32, tt, true)
+                               : w->type == T_Q4_0 ? pick_qt<T_Q4_0>(nb <= 32, tt, true)
+                                                   : pick_qt<T_MXFP4>(nb <= 32, tt, true);
+        const int64_t resident = qt_resident(k) / (int64_t)groups;
+        if (resident > 0 && blocks > resident) blocks = resident;
+    }
+    /* every block reads the float rows of its columns: at most QT_FX_L2_BYTES in all */
+    return (double)blocks * (double)groups * (double)w->cols * 4.0 * (double)n <= (double)QT_FX_L2_BYTES;
 }
 
 /* The forms of the expert-stack products, decided once per process from the environment and
@@ -2360,7 +2373,7 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     if (st != DS4RT_GK_OK) return st;
     if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
     /* the fused form reads x with 16-byte loads: an unaligned view takes the conversion */
-    bool fused = n > 0 && d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && qt_fused(w, n);
+    bool fused = n > 0 && d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && qt_fused(w, n, 1);
 #if DS4RT_GK_INT8_MMA
     fused = fused && !qm_takes(w, n); /* the tensor-core product takes converted activations */
 #endif
@@ -2423,6 +2436,43 @@ extern "C" int ds4rt_gk_matmul_grouped_supported(const ds4rt_gk_weight *w, uint3
     return w != NULL && act_kind(w->type) == A_Q8_0 && n >= 1 && n <= QT_TOK && n_groups >= 1 &&
            n_groups <= 65535 && w->rows % n_groups == 0 && ((uintptr_t)w->d_data & 15) == 0 &&
            (w->row_bytes & 15) == 0;
+}
+
+extern "C" int ds4rt_gk_matmul_grouped_fused(const ds4rt_gk_weight *w, uint32_t n_groups, const float *d_x, int64_t n,
+                                             float *d_y, void *stream) {
+    int st = check_weight(w, "matmul_grouped_fused");
+    if (st != DS4RT_GK_OK) return st;
+    if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
+    bool ok = ds4rt_gk_matmul_grouped_supported(w, n_groups, n) && qt_fused(w, n, n_groups);
+#if DS4RT_GK_INT8_MMA
+    ok = ok && !qm_takes(w, n);
+#endif
+    if (!ok)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "matmul_grouped_fused: %s %lldx%lld in %u groups at n=%lld",
+                             type_name(w->type), (long long)w->rows, (long long)w->cols, n_groups, (long long)n);
+    if (d_x == NULL || d_y == NULL || ((uintptr_t)d_x & 15) != 0)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_grouped_fused: x or y NULL, or x not 16-byte aligned");
+    mm_args a = {};
+    a.w = (const uint8_t *)w->d_data;
+    a.act = (const uint8_t *)d_x;
+    a.y = d_y;
+    a.n = n;
+    a.stride = (size_t)w->cols * n_groups * sizeof(float);
+    a.row_bytes = w->row_bytes;
+    a.rows = w->rows / n_groups;
+    a.w_gstride = (uint64_t)a.rows * w->row_bytes;
+    a.b_goff = w->cols / 32;
+    a.y_stride = w->rows;
+    launch_qt(w, a, n, n_groups, true, (hipStream_t)stream);
+    return ds4rt_gk_check(hipGetLastError(), "matmul_grouped_fused");
+}
+
+extern "C" int ds4rt_gk_matmul_grouped_fused_supported(const ds4rt_gk_weight *w, uint32_t n_groups, int64_t n) {
+    bool ok = ds4rt_gk_matmul_grouped_supported(w, n_groups, n) && qt_fused(w, n, n_groups);
+#if DS4RT_GK_INT8_MMA
+    ok = ok && !qm_takes(w, n);
+#endif
+    return ok;
 }
 
 extern "C" int ds4rt_gk_matmul_grouped_act(const ds4rt_gk_weight *w, uint32_t n_groups, const void *d_act, int64_t n,

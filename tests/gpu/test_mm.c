@@ -198,6 +198,21 @@ static void check_shape(const type_case *tc, int64_t rows, int64_t cols, int mis
         }
         snprintf(what, sizeof what, "grouped %dx%lldx%lld", G, (long long)rows, (long long)cols);
         check(ok, tc->name, what, d);
+        /* the fused form (each block converts its group's activations) where it is taken */
+        for (int n = 1; n <= 4; n++) {
+            if (!ds4rt_gk_matmul_grouped_fused_supported(&gwg, (uint32_t)G, n)) continue;
+            float *yf = malloc(sizeof(float) * n * G * rows);
+            if (!gk_ok(ds4rt_gk_act_convert(tc->type, dxg, n, G * cols, dactg, sbg, stream), "act_convert") ||
+                !gk_ok(ds4rt_gk_matmul_grouped_act(&gwg, (uint32_t)G, dactg, n, dyg, stream), "matmul_grouped"))
+                exit(2);
+            down(yg, dyg, sizeof(float) * n * G * rows);
+            if (!gk_ok(ds4rt_gk_matmul_grouped_fused(&gwg, (uint32_t)G, dxg, n, dyg, stream), "matmul_grouped_fused"))
+                exit(2);
+            down(yf, dyg, sizeof(float) * n * G * rows);
+            snprintf(what, sizeof what, "grouped fused n=%d %dx%lldx%lld", n, G, (long long)rows, (long long)cols);
+            check(first_diff(yf, yg, (int64_t)n * G * rows) < 0, tc->name, what, NULL);
+            free(yf);
+        }
         ds4rt_gk_free(dwg), ds4rt_gk_free(dxg), ds4rt_gk_free(dyg), ds4rt_gk_free(dactg);
         free(wg), free(xg), free(yg);
     }

@@ -69,6 +69,11 @@ ds4rt_status gpu_grouped_out(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n
         ga.cols == (int64_t)gd && (int64_t)(gd * hp->o_groups) == hp->q_dim && !gpu_cache_holds(ctx->be, out_a)) {
         /* decode and short verify: o converted once, one launch for every group (the gathers,
          * conversions and scatters below cost ~8 small launches per group) */
+        if (gctx(ctx)->merges && ds4rt_gk_matmul_grouped_fused_supported(&ga, hp->o_groups, n)) {
+            /* a decode: each thread block converts its group's activations (one launch) */
+            GK(ds4rt_gk_matmul_grouped_fused(&ga, hp->o_groups, DF(o), n, DF(ws->low), s), "grouped_out");
+            return gpu_matmul(ctx, out_b, ws->low, n, f);
+        }
         void *act;
         uint64_t bytes;
         TRY(gpu_act(ctx, ds4rt_gk_act_bytes(out_a->type, hp->q_dim, n), &act, &bytes));
