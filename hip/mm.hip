@@ -2107,20 +2107,22 @@ static mm_kernel_fn pick_qt(bool short_rows, int tt, bool fx) {
 
 static int64_t qt_rows_per_block(int64_t nb) { return nb <= 32 ? QT_PAIRS / 32 : QT_PAIRS / 128; }
 
-/* mm_qt_kernel over n <= QT_TOK token rows, `groups` grid rows of a.rows weight rows each;
- * fx: a.act holds float rows (the fused form, n <= QT_FX_TOK). */
-/* Thread blocks of `k` (QT_NT threads) the device holds at once, 0 where unknown (docs/GPU.md,
- * "Streaming row groups"). DS4RT_GPU_QT_STREAM=0 answers 0 (one row group per block), =N > 0
- * answers N (the tests force streaming on small shapes with it). */
-static long qt_stream_forced(void) { /* -1: the device's count */
+/* Blocks that stream mm_qt_kernel's row groups (docs/GPU.md, "Streaming row groups"), from
+ * DS4RT_GPU_QT_STREAM: "on" -1 (the device's resident blocks), N > 0 N blocks (the tests force
+ * streaming on small shapes with it); unset or 0: 0, one row group per block, the default
+ * until the GPU suite has run the streamed forms on a device. */
+static long qt_stream_forced(void) {
     static const long forced = [] {
         const char *e = getenv("DS4RT_GPU_QT_STREAM");
-        const long v = e != NULL && *e != '\0' ? strtol(e, NULL, 10) : -1L;
-        return v >= 0 ? v : -1L;
+        if (e != NULL && strcmp(e, "on") == 0) return -1L;
+        const long v = e != NULL && *e != '\0' ? strtol(e, NULL, 10) : 0L;
+        return v > 0 ? v : 0L;
     }();
     return forced;
 }
 
+/* Thread blocks of `k` (QT_NT threads) that stream a product's row groups, 0 for one group per
+ * block (qt_stream_forced, or the device's count unknown). */
 static int64_t qt_resident(mm_kernel_fn k) {
     const long forced = qt_stream_forced();
     if (forced >= 0) return forced;
@@ -2139,6 +2141,8 @@ static int64_t qt_resident(mm_kernel_fn k) {
 #endif
 }
 
+/* mm_qt_kernel over n <= QT_TOK token rows, `groups` grid rows of a.rows weight rows each;
+ * fx: a.act holds float rows (the fused form, n <= QT_FX_TOK). */
 static void launch_qt(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t groups, bool fx, hipStream_t s) {
     a.nb = w->cols / block_elems(w->type);
     const bool short_rows = a.nb <= 32;
@@ -2262,8 +2266,8 @@ static const qs_forms *qs_decided(void) {
                           strcmp(e2, "new") != 0;
         const long qs = qt_stream_forced();
         char stream[64];
-        if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (default)");
-        else if (qs == 0) snprintf(stream, sizeof stream, "one per block (DS4RT_GPU_QT_STREAM=0)");
+        if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (DS4RT_GPU_QT_STREAM)");
+        else if (qs == 0) snprintf(stream, sizeof stream, "one per block (default)");
         else snprintf(stream, sizeof stream, "streamed by %ld blocks (DS4RT_GPU_QT_STREAM)", qs);
         snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s); Q8_0 row groups %s",
                  r.iq2 == QS_NEW ? "new" : "old", n1,
@@ -2389,7 +2393,11 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
         launch_qt(w, a, n, 1, true, (hipStream_t)stream);
         return ds4rt_gk_check(hipGetLastError(), "matmul");
     }
-    if (d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && fs_takes(w, n)) {
+    static const bool raw_float = [] { /* DS4RT_GPU_RAW_FLOAT=1 (off until the GPU suite has run it) */
+        const char *e = getenv("DS4RT_GPU_RAW_FLOAT");
+        return e != NULL && strcmp(e, "1") == 0;
+    }();
+    if (raw_float && d_x != NULL && d_y != NULL && ((uintptr_t)d_x & 15) == 0 && fs_takes(w, n)) {
         /* float weights, a few tokens: mm_fs_kernel rounds x as it loads it, no conversion launch */
         mm_args a = {};
         a.w = (const uint8_t *)w->d_data;
@@ -2404,7 +2412,15 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     return ds4rt_gk_matmul_act(w, d_scratch, n, d_y, stream);
 }
 
-extern "C" int ds4rt_gk_matmul_rms_row_supported(const ds4rt_gk_weight *w) { return w != NULL && fs1_takes(w); }
+/* DS4RT_GPU_HC_RMS_IN_MIX=1: ds4rt_gk_hc_mix takes the one-launch form for one token (off until
+ * the GPU suite has run it on a device; docs/GPU.md, "Merged launches") */
+extern "C" int ds4rt_gk_matmul_rms_row_supported(const ds4rt_gk_weight *w) {
+    static const bool on = [] {
+        const char *e = getenv("DS4RT_GPU_HC_RMS_IN_MIX");
+        return e != NULL && strcmp(e, "1") == 0;
+    }();
+    return on && w != NULL && fs1_takes(w);
+}
 
 extern "C" int ds4rt_gk_matmul_rms_row(const ds4rt_gk_weight *w, const float *d_x, float eps, float *d_y,
                                        void *stream) {

@@ -119,6 +119,20 @@ def test_streamed_row_groups_match_cpu_bitwise(test_mm, wtype):
         assert shape or any(" grouped " in line for line in r.stdout.splitlines()), r.stdout
 
 
+@pytest.mark.parametrize("wtype", ["F32", "F16", "BF16"])
+def test_raw_float_rows_match_cpu_bitwise(test_mm, wtype):
+    """Float products of up to 32 tokens rounding their raw activation rows as they load them
+    (DS4RT_GPU_RAW_FLOAT=1, docs/GPU.md "Merged launches"): every check bitwise the CPU's."""
+    env = {**os.environ, "DS4RT_GPU_RAW_FLOAT": "1"}
+    for shape in ([], ["--shape", "24x16384"]):
+        args = [test_mm, "--type", wtype, "--seed", "17", *shape, *QUICK]
+        r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+        if r.returncode == NO_DEVICE:
+            pytest.skip(r.stdout.strip() or "no GPU device")
+        assert r.returncode == 0 and "FAIL" not in r.stdout, (shape, r.stdout[-6000:], r.stderr)
+        assert any(line.startswith("ok") and " n=17 " in line for line in r.stdout.splitlines())
+
+
 def test_expert_forms_default_reported(test_mm):
     env = {k: v for k, v in os.environ.items() if k not in ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K")}
     r = subprocess.run(

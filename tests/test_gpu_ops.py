@@ -5,6 +5,7 @@ build has no device to run on (the program exits 77)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -32,8 +33,9 @@ FAMILIES = {
 def run(c_programs):
     exe = c_programs("gpu").path("test_ops")
 
-    def go(*args: str) -> subprocess.CompletedProcess:
-        r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=600)
+    def go(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        full = {**os.environ, **(env or {})}
+        r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=600, env=full)
         if r.returncode == 77:
             pytest.skip(r.stdout.strip())
         return r
@@ -56,3 +58,15 @@ def test_ops_match_the_cpu_backend(run, seed):
     # learned routing met exact ties inside the top k (the tie-break is exercised)
     ties = [int(m.group(1)) for m in re.finditer(r"learned: ids \((\d+) slots on tied", r.stdout)]
     assert ties and ties[0] > 0, r.stdout
+
+
+def test_hc_rms_in_mix_matches_the_two_launches(run):
+    """One token's HC mix with its RMS scale formed inside the product (DS4RT_GPU_HC_RMS_IN_MIX=1,
+    docs/GPU.md "Merged launches"): at the real width a row alone (one launch) must equal the
+    same row in batches of 1..17 (the two launches), and hc_pre must match the CPU backend."""
+    r = run("--seed", "3", env={"DS4RT_GPU_HC_RMS_IN_MIX": "1"})
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and not [x for x in lines if x.startswith("FAIL")], r.stdout + r.stderr
+    real = [x for x in lines if x.startswith("ok") and " hc_pre " in f" {x} " and "D=4096" in x]
+    assert real, r.stdout
+    assert any("alone == in batch" in x and x.split()[1] == "hc_pre" for x in lines), r.stdout
