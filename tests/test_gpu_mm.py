@@ -102,38 +102,37 @@ def test_expert_forms_match_cpu_bitwise(test_mm, wtype, env, form):
         assert any(line.startswith("ok") and " experts " in line for line in lines), r.stdout
 
 
+def _checks_pass(test_mm, wtype: str, seed: int, shape: list[str], env: dict) -> list[str]:
+    """test_mm of one type under `env`: every check must pass; its output lines."""
+    args = [test_mm, "--type", wtype, "--seed", str(seed), *shape, *QUICK]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    if r.returncode == NO_DEVICE:
+        pytest.skip(r.stdout.strip() or "no GPU device")
+    assert r.returncode == 0 and "FAIL" not in r.stdout, (env, shape, r.stdout[-6000:], r.stderr)
+    return r.stdout.splitlines()
+
+
 @pytest.mark.parametrize("wtype", ["Q8_0", "Q4_0", "MXFP4"])
 def test_streamed_row_groups_match_cpu_bitwise(test_mm, wtype):
     """mm_qt_kernel with fewer thread blocks than row groups, each streaming its groups
     (docs/GPU.md, "Streaming row groups"): forced to 4 blocks (1 per group of the grouped
     product's 4), so the test's small shapes and a 2100 x 4096 product stream, the latter also
     in the fused forms that convert activations once per block (dense and grouped)."""
-    env = {**os.environ, "DS4RT_GPU_QT_STREAM": "4"}
     for shape in ([], ["--shape", "2100x4096"]):
-        args = [test_mm, "--type", wtype, "--seed", "13", *shape, *QUICK]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
-        if r.returncode == NO_DEVICE:
-            pytest.skip(r.stdout.strip() or "no GPU device")
-        info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
+        lines = _checks_pass(test_mm, wtype, 13, shape, {"DS4RT_GPU_QT_STREAM": "4"})
+        info = [line for line in lines if line.startswith("info forms ")]
         assert info and "Q8_0 row groups streamed by 4 blocks" in info[0], info
-        assert r.returncode == 0 and "FAIL" not in r.stdout, (shape, r.stdout[-6000:], r.stderr)
         # rows of 16-byte multiples (4096 columns) take the grouped products, fused ones too
-        lines = r.stdout.splitlines()
-        assert not shape or any(" grouped fused n=1 " in line for line in lines), r.stdout
+        assert not shape or any(" grouped fused n=1 " in line for line in lines), lines
 
 
 @pytest.mark.parametrize("wtype", ["F32", "F16", "BF16"])
 def test_raw_float_rows_match_cpu_bitwise(test_mm, wtype):
     """Float products of up to 32 tokens rounding their raw activation rows as they load them
     (DS4RT_GPU_RAW_FLOAT=1, docs/GPU.md "Merged launches"): every check bitwise the CPU's."""
-    env = {**os.environ, "DS4RT_GPU_RAW_FLOAT": "1"}
     for shape in ([], ["--shape", "24x16384"]):
-        args = [test_mm, "--type", wtype, "--seed", "17", *shape, *QUICK]
-        r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
-        if r.returncode == NO_DEVICE:
-            pytest.skip(r.stdout.strip() or "no GPU device")
-        assert r.returncode == 0 and "FAIL" not in r.stdout, (shape, r.stdout[-6000:], r.stderr)
-        assert any(line.startswith("ok") and " n=17 " in line for line in r.stdout.splitlines())
+        lines = _checks_pass(test_mm, wtype, 17, shape, {"DS4RT_GPU_RAW_FLOAT": "1"})
+        assert any(line.startswith("ok") and " n=17 " in line for line in lines), lines
 
 
 def test_expert_forms_default_reported(test_mm):
