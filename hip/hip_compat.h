@@ -18,6 +18,7 @@
 #if defined(DS4RT_HIP_CPU)
 #  include <hip/hip_runtime.h>
 #  include <hip/hip_fp16.h>
+#  include "hipcpu_warp.h" /* shuffles that meet only their own warp, as on a GPU */
 #  define DS4RT_WARP 64
 #  define DS4RT_HAVE_GRAPHS 0
    /* HIP-CPU defines __forceinline__ as nothing without NDEBUG, which turns header helpers
