@@ -788,8 +788,15 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * shift, an AND and a dp4a). The same exact integer sums, the same f32 formula. */
 #define QS_OLD 0
 #define QS_NEW 1
+/* STAGE (DS4RT_GPU_QS_STAGE=1): the step's weight bytes of the block's rows are first copied
+ * into shared memory by 16-byte loads, each thread a few consecutive words of a row (a step is
+ * CB x BB = 1056 / 672 bytes a row, a multiple of 16, and rows are 16-aligned), and the items
+ * read their words from there. Without it every thread loads its items' words from global
+ * memory itself, 4 or 2 bytes at a time (9-17 loads per item, 36-68 a step), 0.73 TB/s for the
+ * IQ2_XXS gate and up products of a decode (docs/PERFORMANCE.md, "Merged launches and streamed
+ * row groups"). The same words reach the same arithmetic: the same bits. */
 
-template <int TYPE, int FORM>
+template <int TYPE, int FORM, bool STAGE>
 __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     constexpr int SUB = TYPE == T_IQ2_XXS ? 2 : 4;    /* threads per block term */
     constexpr int BB = TYPE == T_IQ2_XXS ? 66 : 84;   /* block bytes */
@@ -802,6 +809,9 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     __shared__ uint64_t grid_s[TYPE == T_IQ2_XXS ? 256 : 1];
     __shared__ uint8_t signs_s[TYPE == T_IQ2_XXS && FORM == QS_OLD ? 128 : 1];
     __shared__ uint64_t smask_s[TYPE == T_IQ2_XXS && FORM == QS_NEW ? 128 : 1];
+    constexpr int SU = CB * BB / 16; /* 16-byte words of a row's step */
+    static_assert(SU * 16 == CB * BB, "a row's step is whole 16-byte words");
+    __shared__ uint4 stage4[STAGE ? QS_R : 1][STAGE ? SU : 1];
     pair_select(a);
     const int tid = (int)threadIdx.x, sub = tid % SUB;
     const int64_t row0 = (int64_t)blockIdx.x * QS_R;
@@ -852,19 +862,45 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
         const bool pl = p < nblk;
         const int64_t b = b0 + p;
         const int8_t *x = (const int8_t *)arow + b * 256;
+        if constexpr (STAGE) {
+            /* the step's bytes of every row: ceil(nblk BB / 16) words, never past the row (its
+             * rest from b0 on is whole words too). The previous step read the stage before its
+             * terms barrier, so it may be overwritten now. */
+            constexpr int LD = (QS_R * SU + QS_NT - 1) / QS_NT;
+            const int su = (nblk * BB + 15) / 16;
+            uint4 v[LD];
+            UNROLL
+            for (int i = 0; i < LD; i++) {
+                const int k = tid + i * QS_NT, r = k / SU, u = k % SU;
+                if (r < nrows && u < su)
+                    v[i] = ((const uint4 *)(const void *)(w + (uint64_t)r * a.row_bytes + (uint64_t)b0 * BB))[u];
+            }
+            if (b0 == 0) {
+                load_tables();
+                GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight */
+            }
+            UNROLL
+            for (int i = 0; i < LD; i++) {
+                const int k = tid + i * QS_NT, r = k / SU, u = k % SU;
+                if (r < nrows && u < su) stage4[r][u] = v[i];
+            }
+            __syncthreads(); /* the stage (and the tables) in place */
+        }
         /* every load of the step first (weights of the IT rows, the activations of (b, sub)),
          * then the arithmetic: the loads of a thread are all in flight together */
         uint32_t wv[IT][WV];
         UNROLL
         for (int it = 0; it < IT; it++) {
             const int r = rb + it * RS;
-            const uint8_t *blk = (FORM == QS_NEW ? wrow[it] : w + (uint64_t)r * a.row_bytes) + (uint64_t)b * BB;
+            const uint8_t *blk;
+            if constexpr (STAGE) blk = (const uint8_t *)(const void *)stage4[r] + p * BB;
+            else blk = (FORM == QS_NEW ? wrow[it] : w + (uint64_t)r * a.row_bytes) + (uint64_t)b * BB;
             if (pl && r < nrows) {
                 if constexpr (TYPE == T_IQ2_XXS && FORM == QS_NEW) {
                     /* the same 32 bytes as 8 aligned words (the first at or 2 bytes before them, so
                      * never past the block) and the last 2 bytes, joined by funnel shifts */
                     const uint8_t *q = blk + 2 + 32 * sub;
-                    const uint32_t *q4 = (const uint32_t *)(const void *)(q - ((uintptr_t)q & 2)); /* rows 16-aligned */
+                    const uint32_t *q4 = (const uint32_t *)(const void *)(q - ((uintptr_t)q & 2)); /* rows (and stage rows) 16-aligned */
                     const uint32_t sh = (uint32_t)((uintptr_t)q & 2) * 8u;
                     uint32_t u[9];
                     UNROLL
@@ -892,7 +928,7 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
                 for (int k = 0; k < WV; k++) wv[it][k] = 0u;
             }
         }
-        if (b0 == 0) {
+        if (!STAGE && b0 == 0) {
             load_tables();
             GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight */
         }
@@ -2242,15 +2278,17 @@ static bool qt_fused(const ds4rt_gk_weight *w, int64_t n, uint32_t groups) {
  * reported by ds4rt_gk_mm_forms() (the backend appends it to the device's description):
  *   DS4RT_GPU_QS_IQ2 = old (default) | new: mm_qs_kernel's IQ2_XXS arithmetic (QS_OLD, QS_NEW);
  *   DS4RT_GPU_QS_Q2K = 1 or new (default: mm_qs_kernel, QS_NEW) | old (mm_qs_kernel, QS_OLD) |
- *   0 (mm_q_kernel). Every form gives the same bits (tests/test_gpu_mm.py runs each). The
+ *   0 (mm_q_kernel); DS4RT_GPU_QS_STAGE = 0 (default) | 1: mm_qs_kernel stages each step's weight
+ *   bytes in shared memory (STAGE). Every form gives the same bits (tests/test_gpu_mm.py runs each). The
  *   defaults are the measured ones: on an H100, expert shapes, IQ2_XXS QS_NEW took 1.13x QS_OLD's
  *   time at n = 1..8, and Q2_K in mm_qs_kernel half of mm_q_kernel's
  *   (docs/PERFORMANCE.md, "The expert forms measured"). A value not understood gives the
  *   default and says so. */
 typedef struct {
-    int iq2;  /* QS_OLD or QS_NEW */
-    int q2k;  /* -1: mm_q_kernel; else the mm_qs_kernel form */
-    char text[256];
+    int iq2;    /* QS_OLD or QS_NEW */
+    int q2k;    /* -1: mm_q_kernel; else the mm_qs_kernel form */
+    bool stage; /* DS4RT_GPU_QS_STAGE=1: both through shared memory (STAGE) */
+    char text[320];
 } qs_forms;
 
 static const qs_forms *qs_decided(void) {
@@ -2264,15 +2302,21 @@ static const qs_forms *qs_decided(void) {
         r.q2k = s2 && strcmp(e2, "0") == 0 ? -1 : s2 && strcmp(e2, "old") == 0 ? QS_OLD : QS_NEW;
         const bool bad2 = s2 && strcmp(e2, "0") != 0 && strcmp(e2, "old") != 0 && strcmp(e2, "1") != 0 &&
                           strcmp(e2, "new") != 0;
+        const char *e3 = getenv("DS4RT_GPU_QS_STAGE");
+        r.stage = e3 != NULL && strcmp(e3, "1") == 0;
+        const bool bad3 = e3 != NULL && e3[0] != '\0' && strcmp(e3, "0") != 0 && strcmp(e3, "1") != 0;
         const long qs = qt_stream_forced();
         char stream[64];
         if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (DS4RT_GPU_QT_STREAM)");
         else if (qs == 0) snprintf(stream, sizeof stream, "one per block (default)");
         else snprintf(stream, sizeof stream, "streamed by %ld blocks (DS4RT_GPU_QT_STREAM)", qs);
-        snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s); Q8_0 row groups %s",
+        snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s), %s (%s); Q8_0 row groups %s",
                  r.iq2 == QS_NEW ? "new" : "old", n1,
                  r.q2k < 0 ? "mm_q" : r.q2k == QS_NEW ? "mm_qs new" : "mm_qs old",
-                 !s2 ? "default" : bad2 ? "DS4RT_GPU_QS_Q2K not understood" : "DS4RT_GPU_QS_Q2K", stream);
+                 !s2 ? "default" : bad2 ? "DS4RT_GPU_QS_Q2K not understood" : "DS4RT_GPU_QS_Q2K",
+                 r.stage ? "staged in shared memory" : "loaded by each item",
+                 bad3 ? "DS4RT_GPU_QS_STAGE not understood" : e3 != NULL && e3[0] != '\0' ? "DS4RT_GPU_QS_STAGE" : "default",
+                 stream);
         return r;
     }();
     return &f;
@@ -2308,8 +2352,13 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
         const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows, gz);
         const qs_forms *f = qs_decided();
-        mm_kernel_fn k = w->type == T_IQ2_XXS ? (f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW> : mm_qs_kernel<T_IQ2_XXS, QS_OLD>)
-                                              : (f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW> : mm_qs_kernel<T_Q2_K, QS_OLD>);
+        mm_kernel_fn k;
+        if (f->stage)
+            k = w->type == T_IQ2_XXS ? (f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW, true> : mm_qs_kernel<T_IQ2_XXS, QS_OLD, true>)
+                                     : (f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW, true> : mm_qs_kernel<T_Q2_K, QS_OLD, true>);
+        else
+            k = w->type == T_IQ2_XXS ? (f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW, false> : mm_qs_kernel<T_IQ2_XXS, QS_OLD, false>)
+                                     : (f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW, false> : mm_qs_kernel<T_Q2_K, QS_OLD, false>);
         hipLaunchKernelGGL(k, grid, dim3(QS_NT), 0, s, a);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);

@@ -72,11 +72,16 @@ FORMS = [
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "1"}, "Q2_K mm_qs new (DS4RT_GPU_QS_Q2K)"),
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "old"}, "Q2_K mm_qs old (DS4RT_GPU_QS_Q2K)"),
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "0"}, "Q2_K mm_q (DS4RT_GPU_QS_Q2K)"),
+    # the step's weights staged in shared memory first, with either arithmetic
+    ("IQ2_XXS", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_IQ2": "old"}, "staged in shared memory"),
+    ("IQ2_XXS", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_IQ2": "new"}, "staged in shared memory"),
+    ("Q2_K", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_Q2K": "1"}, "staged in shared memory"),
+    ("Q2_K", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_Q2K": "old"}, "staged in shared memory"),
 ]
 
 
 @pytest.mark.parametrize(
-    "wtype,env,form", FORMS, ids=[f"{t}-{list(e.values())[0]}" for t, e, _ in FORMS]
+    "wtype,env,form", FORMS, ids=[f"{t}-{'-'.join(e.values())}" for t, e, _ in FORMS]
 )
 def test_expert_forms_match_cpu_bitwise(test_mm, wtype, env, form):
     full = {**os.environ, **env}
@@ -85,6 +90,10 @@ def test_expert_forms_match_cpu_bitwise(test_mm, wtype, env, form):
         ["--shape", "70x2560"],
         ["--shape", "33x8448"],
         ["--shape", "9x768", "--misalign"],
+        # 16-byte aligned rows of several steps of mm_qs_kernel, the last one partial for Q2_K
+        # (IQ2_XXS: 24 blocks = 16 + 8; Q2_K: 24 = 3 x 8, and 12 = 8 + 4 at 3072 columns)
+        ["--shape", "70x6144"],
+        ["--shape", "40x3072"],
     ):
         args = [test_mm, "--type", wtype, "--seed", "11", *shape, *QUICK]
         r = subprocess.run(args, capture_output=True, text=True, timeout=600, env=full)
@@ -136,7 +145,8 @@ def test_raw_float_rows_match_cpu_bitwise(test_mm, wtype):
 
 
 def test_expert_forms_default_reported(test_mm):
-    env = {k: v for k, v in os.environ.items() if k not in ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K")}
+    knobs = ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K", "DS4RT_GPU_QS_STAGE")
+    env = {k: v for k, v in os.environ.items() if k not in knobs}
     r = subprocess.run(
         [test_mm, "--type", "none"], capture_output=True, text=True, timeout=600, env=env
     )
@@ -144,6 +154,7 @@ def test_expert_forms_default_reported(test_mm):
         pytest.skip(r.stdout.strip() or "no GPU device")
     info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
     assert info and "IQ2_XXS mm_qs old (default), Q2_K mm_qs new (default)" in info[0], info
+    assert "loaded by each item (default)" in info[0], info
 
 
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256

@@ -11,7 +11,8 @@ OUT=${1:-.peer}
 VERSION=0.3.36
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-python3 -m pip download -q "llama-cpp-python==$VERSION" --no-deps --no-binary :all: -d "$tmp"
+# --no-build-isolation: reading the sdist's metadata must not build its build tools (cmake) from source
+python3 -m pip download -q "llama-cpp-python==$VERSION" --no-deps --no-binary :all: --no-build-isolation -d "$tmp"
 tar -C "$tmp" -xzf "$tmp/llama_cpp_python-$VERSION.tar.gz"
 src="$tmp/llama_cpp_python-$VERSION/vendor/llama.cpp"
 # what llama-bench on the CPU and CUDA backends does not need
