@@ -44,6 +44,12 @@ int ds4rt_gk_rms_norm(int64_t rows, uint32_t width, const float *d_x, const floa
 int ds4rt_gk_rope(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_gk_rope_params *r,
                   int sign, float *d_x, void *stream);
 
+/* In place, per head: ds4rt_gk_rms_norm of each of the `heads` vectors of `dim` in row i (d_w:
+ * dim floats, or NULL), then ds4rt_gk_rope +1 at pos0 + i; the same bits as those two
+ * launchers, in one launch (grid: row x head) where dim <= 1024, else as those two. */
+int ds4rt_gk_norm_rope(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const float *d_w, float eps,
+                       const ds4rt_gk_rope_params *r, float *d_x, void *stream);
+
 /* FP8 E4M3 (blocks of 64) / FP4 E2M1 (blocks of 32) round trip of dims [0, width) of `rows`
  * rows spaced `stride` floats apart (width a multiple of the block). In place. */
 int ds4rt_gk_fp8_round(int64_t rows, uint32_t stride, uint32_t width, float *d_x, void *stream);

@@ -202,6 +202,60 @@ extern "C" int ds4rt_gk_rope(const void *d_pass, int64_t n, uint32_t heads, uint
     return DS4RT_GK_LAUNCHED("rope");
 }
 
+/* ---- RMS norm then RoPE, per head ---------------------------------------------------------- */
+
+/* Block (row, head) of P threads, P the power of two >= dim: thread j holds element j. Its sum
+ * of squares is rms_norm_kernel's: there thread j of 1024 holds element j (dim <= 1024) and the
+ * tree adds exact zeros above P, which change nothing, so block_sum_d over P gives its bits.
+ * The scaled row goes to shared memory, then thread j writes element j, rotated as rope_pair
+ * forms it where j is in the tail (each of a pair's two threads computes its own element from
+ * both). The angles are rope_kernel's, formed per block. */
+__global__ void __launch_bounds__(NORM_THREADS)
+    norm_rope_kernel(const void *pass, rope_tab t, uint32_t heads, uint32_t dim, const float *w, float eps, float *x) {
+    GK_PDL_ENTRY();
+    __shared__ double sh[NORM_THREADS];
+    __shared__ float v[NORM_THREADS];
+    __shared__ double cs[DS4RT_GK_ROPE_MAX_PAIRS], sn[DS4RT_GK_ROPE_MAX_PAIRS];
+    const uint32_t j = threadIdx.x, half = t.n_rot / 2;
+    const int64_t pos = pass_pos0(pass) + blockIdx.x;
+    for (uint32_t k = j; k < half; k += blockDim.x) rope_angle(t, pos, k, &cs[k], &sn[k]);
+    float *row = x + ((size_t)blockIdx.x * heads + blockIdx.y) * dim;
+    const float xv = j < dim ? row[j] : 0.0f;
+    const double ss = block_sum_d(j < dim ? d_add(0.0, d_mul((double)xv, (double)xv)) : 0.0, sh);
+    const float inv = (float)(1.0 / sqrt(d_add(ss / (double)dim, (double)eps)));
+    if (j < dim) v[j] = w != NULL ? f_mul(f_mul(xv, inv), w[j]) : f_mul(xv, inv);
+    __syncthreads(); /* v and the angles */
+    if (j >= dim) return;
+    const uint32_t lo = dim - t.n_rot;
+    if (j < lo) {
+        row[j] = v[j];
+        return;
+    }
+    const uint32_t k = (j - lo) / 2;
+    const double a = v[lo + 2 * k], b = v[lo + 2 * k + 1], c = cs[k], s = sn[k]; /* sign +1 */
+    row[j] = (j - lo) % 2 == 0 ? (float)d_sub(d_mul(a, c), d_mul(b, s)) : (float)d_add(d_mul(a, s), d_mul(b, c));
+}
+
+extern "C" int ds4rt_gk_norm_rope(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const float *d_w,
+                                  float eps, const ds4rt_gk_rope_params *r, float *d_x, void *stream) {
+    if (n <= 0 || heads == 0 || dim == 0) return DS4RT_GK_OK;
+    if (dim > NORM_THREADS) { /* beyond one element a thread: the two launches */
+        int st = ds4rt_gk_rms_norm(n * (int64_t)heads, dim, d_x, d_w, eps, d_x, stream);
+        return st != DS4RT_GK_OK ? st : ds4rt_gk_rope(d_pass, n, heads, dim, r, +1, d_x, stream);
+    }
+    if (r->n_rot > dim || r->n_rot % 2 != 0 || n > 0x7fffffff || heads > 65535)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "norm_rope: n_rot %u of dim %u, %lld rows of %u heads", r->n_rot,
+                             dim, (long long)n, heads);
+    rope_tab t;
+    int st = rope_table(r, &t, "norm_rope");
+    if (st != DS4RT_GK_OK) return st;
+    unsigned p = 32;
+    while (p < dim) p *= 2;
+    hipLaunchKernelGGL(norm_rope_kernel, dim3((unsigned)n, heads), dim3(p), 0, (hipStream_t)stream, d_pass, t, heads,
+                       dim, d_w, eps, d_x);
+    return DS4RT_GK_LAUNCHED("norm_rope");
+}
+
 /* ---- FP8 / FP4 simulations (src/backend/cpu/cpu_math.c, the same steps) --------------------- */
 
 __device__ __forceinline__ float pow2_ceil(float x) {

@@ -102,7 +102,7 @@ static const char *const OP_NAMES[DS4RT_OP_COUNT] = {
     [DS4RT_OP_GROUPED_OUT] = "grouped_out", [DS4RT_OP_MOE] = "moe",
     [DS4RT_OP_CAPTURE] = "capture",         [DS4RT_OP_ARGMAX] = "argmax",
     [DS4RT_OP_ADD] = "add",                 [DS4RT_OP_NONFINITE] = "nonfinite",
-    [DS4RT_OP_DSPARK_CONFIDENCE] = "dspark_confidence",
+    [DS4RT_OP_DSPARK_CONFIDENCE] = "dspark_confidence", [DS4RT_OP_NORM_ROPE] = "norm_rope",
 };
 
 bool ds4rt_backend_has_cache(const ds4rt_backend *be) { return be->cache_expand != NULL; }

@@ -35,7 +35,7 @@
 
 /* Bumped whenever an op's signature or meaning changes; a backend states the version it
  * implements and the registry refuses a mismatch. */
-#define DS4RT_BACKEND_OPS_VERSION 5
+#define DS4RT_BACKEND_OPS_VERSION 6
 
 /* ---- opaque tensors ----------------------------------------------------------------------- */
 
@@ -248,6 +248,7 @@ typedef enum ds4rt_op {
     DS4RT_OP_ADD,
     DS4RT_OP_NONFINITE,
     DS4RT_OP_DSPARK_CONFIDENCE,
+    DS4RT_OP_NORM_ROPE,        /* since version 6 */
     DS4RT_OP_COUNT
 } ds4rt_op;
 
@@ -373,6 +374,12 @@ struct ds4rt_backend_ops {
      * position pos0 + i; sign +1 forward, -1 inverse. */
     ds4rt_status (*rope)(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
                          const ds4rt_rope *r, int sign, ds4rt_df32 x);
+    /* In place, per head: rms_norm of each of the `heads` vectors of `dim` in row i (weight w of
+     * dim floats, or none), then rope +1 at pos0 + i; bitwise rms_norm(rows = n * heads) then
+     * rope. One op (since version 6) because the keys and the queries always take the two
+     * together, and a GPU then runs them as one kernel instead of two on the decode's chain. */
+    ds4rt_status (*norm_rope)(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
+                              ds4rt_df32 w, float eps, const ds4rt_rope *r, ds4rt_df32 x);
     /* FP8 E4M3 (block 64) / FP4 E2M1 (block 32) round trip of dims [0, width) of `rows` rows
      * spaced `stride` floats apart; Hadamard rotation of `rows` contiguous rows of `width`. */
     ds4rt_status (*fp8_round)(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x);

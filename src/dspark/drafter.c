@@ -27,9 +27,9 @@ static ds4rt_df32 stage_ring(const ds4rt_drafter *dr, uint32_t stage) {
 }
 
 ds4rt_status ds4rt_dspark_require_ops(const struct ds4rt_dspark *d, const ds4rt_backend *be) {
-    static const ds4rt_op OPS[] = {DS4RT_OP_HC_POST, DS4RT_OP_RMS_NORM, DS4RT_OP_ROPE,   DS4RT_OP_KV_STORE,
-                                   DS4RT_OP_ATTENTION, DS4RT_OP_CAPTURE, DS4RT_OP_ARGMAX, DS4RT_OP_ADD,
-                                   DS4RT_OP_NONFINITE, DS4RT_OP_DSPARK_CONFIDENCE};
+    static const ds4rt_op OPS[] = {DS4RT_OP_HC_POST,   DS4RT_OP_RMS_NORM, DS4RT_OP_ROPE,   DS4RT_OP_NORM_ROPE,
+                                   DS4RT_OP_KV_STORE,  DS4RT_OP_ATTENTION, DS4RT_OP_CAPTURE, DS4RT_OP_ARGMAX,
+                                   DS4RT_OP_ADD,       DS4RT_OP_NONFINITE, DS4RT_OP_DSPARK_CONFIDENCE};
     for (size_t i = 0; i < DS4RT_ARRAY_LEN(OPS); i++)
         TRY(ds4rt_backend_require(be, OPS[i], DS4RT_TYPE_F32, "the DSpark drafter"));
     if (d->sim_fp8) TRY(ds4rt_backend_require(be, DS4RT_OP_FP8_ROUND, DS4RT_TYPE_F32, "the DSpark drafter"));

@@ -23,8 +23,7 @@ ds4rt_status ds4rt_block_kv_rows(ds4rt_bctx *ctx, const ds4rt_hparams *hp, ds4rt
                                  ds4rt_df32 kv) {
     const ds4rt_backend_ops *o = ctx->ops;
     TRY(o->matmul(ctx, &w->kv, x, n, kv));
-    TRY(o->rms_norm(ctx, n, hp->head_dim, kv, w->kv_norm, hp->rms_eps, kv));
-    TRY(o->rope(ctx, in, n, 1, hp->head_dim, rope, +1, kv));
+    TRY(o->norm_rope(ctx, in, n, 1, hp->head_dim, w->kv_norm, hp->rms_eps, rope, kv));
     if (sim_fp8) TRY(o->fp8_round(ctx, n, hp->head_dim, hp->d_nope, kv));
     return DS4RT_OK;
 }
@@ -70,8 +69,7 @@ static ds4rt_status attention(const ds4rt_block_run *r, const ds4rt_attn_weights
     TRY(o->matmul(ctx, &w->q_a, a->xn, n, a->qa));
     TRY(o->rms_norm(ctx, n, hp->q_lora, a->qa, w->q_a_norm, hp->rms_eps, a->qa));
     TRY(o->matmul(ctx, &w->q_b, a->qa, n, a->q));
-    TRY(o->rms_norm(ctx, n * H, dh, a->q, (ds4rt_df32){0}, hp->rms_eps, a->q));
-    TRY(o->rope(ctx, a->in, n, H, dh, k->rope, +1, a->q));
+    TRY(o->norm_rope(ctx, a->in, n, H, dh, (ds4rt_df32){0}, hp->rms_eps, k->rope, a->q));
     if (indexed) {
         /* the lightning indexer's queries and head weights */
         const uint32_t di = hp->idx_dim;

@@ -36,8 +36,8 @@ ds4rt_rope ds4rt_rope_compressed(const ds4rt_hparams *hp) {
 
 /* Ops on activations only (no weight matrix) that the target pass uses. */
 static ds4rt_status require_activation_ops(const ds4rt_target *t) {
-    static const ds4rt_op OPS[] = {DS4RT_OP_HC_POST, DS4RT_OP_RMS_NORM, DS4RT_OP_ROPE, DS4RT_OP_KV_STORE,
-                                   DS4RT_OP_ATTENTION, DS4RT_OP_CAPTURE};
+    static const ds4rt_op OPS[] = {DS4RT_OP_HC_POST, DS4RT_OP_RMS_NORM, DS4RT_OP_ROPE, DS4RT_OP_NORM_ROPE,
+                                   DS4RT_OP_KV_STORE, DS4RT_OP_ATTENTION, DS4RT_OP_CAPTURE};
     for (size_t i = 0; i < DS4RT_ARRAY_LEN(OPS); i++)
         TRY(ds4rt_backend_require(t->be, OPS[i], DS4RT_TYPE_F32, "the target pass"));
     TRY(ds4rt_backend_require_head_dim(t->be, t->hp.head_dim, "the target pass"));

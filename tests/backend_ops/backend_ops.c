@@ -301,6 +301,51 @@ static void test_marks(env *e) {
 
 /* ---- row ops -------------------------------------------------------------------------------- */
 
+/* norm_rope: bitwise rms_norm then rope on the same backend, near the float64 reference, and a
+ * row alone == the row in the batch. The query form (6 heads: a group of 4 and one of 2 on the
+ * CPU, no weight) and the key form (1 head, a weight) at a width past one element per thread of
+ * the GPU's one-launch kernel (1040 > 1024), where it takes the two launches. */
+static void test_norm_rope(env *e) {
+    static const struct {
+        uint32_t heads, dim;
+        bool weight;
+    } C[] = {{6, 48, false}, {1, 96, true}, {1, 1040, true}};
+    enum { N = 5, MAXW = 6 * 48 > 1040 ? 6 * 48 : 1040 };
+    static float x[N * MAXW], w[1040], got[N * MAXW], two[N * MAXW], alone[MAXW];
+    static double ref[N * MAXW];
+    ds4rt_rope r = ROPE;
+    r.n_rot = 16;
+    for (size_t c = 0; c < sizeof C / sizeof C[0]; c++) {
+        const uint32_t heads = C[c].heads, dim = C[c].dim, rw = heads * dim;
+        char what[96];
+        snprintf(what, sizeof what, "%u heads of %u%s", heads, dim, C[c].weight ? ", weight" : "");
+        fill(x, (size_t)N * rw, -3, 3);
+        fill(w, dim, 0.5f, 1.5f);
+        ds4rt_dpass in = pass_block(e, 37, 0, NULL, 0), in3 = pass_block(e, 40, 0, NULL, 0);
+        ds4rt_dbuf *bx = buf_from(e, x, (size_t)N * rw * 4), *by = buf_from(e, x, (size_t)N * rw * 4);
+        ds4rt_dbuf *bw = buf_from(e, w, sizeof w), *b3 = buf_from(e, x + 3 * rw, (size_t)rw * 4);
+        const ds4rt_df32 dw = C[c].weight ? ds4rt_f32(bw) : (ds4rt_df32){0};
+        CHECK(e, e->o->norm_rope(e->ctx, in, N, heads, dim, dw, 1e-6f, &r, ds4rt_f32(bx)));
+        fetch(e, bx, got, (size_t)N * rw * 4);
+        CHECK(e, e->o->rms_norm(e->ctx, N * heads, dim, ds4rt_f32(by), dw, 1e-6f, ds4rt_f32(by)));
+        CHECK(e, e->o->rope(e->ctx, in, N, heads, dim, &r, +1, ds4rt_f32(by)));
+        fetch(e, by, two, (size_t)N * rw * 4);
+        report(e->name, "norm_rope", what, same_bits(got, two, (size_t)N * rw * 4), 0, 0);
+        for (int64_t i = 0; i < N; i++)
+            for (uint32_t h = 0; h < heads; h++) {
+                const size_t o = ((size_t)i * heads + h) * dim;
+                ref_rms(x + o, dim, C[c].weight ? w : NULL, 1e-6, ref + o);
+                ref_rope(ref + o, dim, &r, 37 + i, +1);
+            }
+        const double err = rel_err(got, ref, (size_t)N * rw, 1e-3);
+        report(e->name, "norm_rope", "vs float64 at pos0 + i", err < 1e-5, err, 1e-5);
+        CHECK(e, e->o->norm_rope(e->ctx, in3, 1, heads, dim, dw, 1e-6f, &r, ds4rt_f32(b3)));
+        fetch(e, b3, alone, (size_t)rw * 4);
+        report(e->name, "norm_rope", "batch invariance", same_bits(alone, got + 3 * rw, (size_t)rw * 4), 0, 0);
+        drop(e, bx), drop(e, by), drop(e, bw), drop(e, b3), drop(e, in.buf), drop(e, in3.buf);
+    }
+}
+
 static void test_rows(env *e, env *cpu) {
     const int64_t n = 5;
     const uint32_t W = 96;
@@ -344,6 +389,7 @@ static void test_rows(env *e, env *cpu) {
         report(e->name, "rope", "inverse undoes forward", err < 1e-6, err, 1e-6);
         drop(e, bx), drop(e, in.buf);
     }
+    if (want("norm_rope")) test_norm_rope(e);
     if (want("fp8_round") || want("fp4_round") || want("hadamard")) {
         double g8[256], g4[8];
         int n8 = e4m3_grid(g8), n4 = e2m1_grid(g4);

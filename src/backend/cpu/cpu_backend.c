@@ -205,6 +205,7 @@ static const ds4rt_backend_ops CPU_OPS = {
     .rms_norm = cpu_rms_norm,
     .matmul = cpu_matmul,
     .rope = cpu_rope,
+    .norm_rope = cpu_norm_rope,
     .fp8_round = cpu_fp8_round,
     .fp4_round = cpu_fp4_round,
     .hadamard = cpu_hadamard,

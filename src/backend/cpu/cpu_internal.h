@@ -90,6 +90,8 @@ ds4rt_status cpu_get_rows(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_di32 id
                           ds4rt_df32 out);
 ds4rt_status cpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_df32 w, float eps,
                           ds4rt_df32 out);
+ds4rt_status cpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, ds4rt_df32 w,
+                           float eps, const ds4rt_rope *r, ds4rt_df32 x);
 ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
                       int sign, ds4rt_df32 x);
 ds4rt_status cpu_fp8_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x);

@@ -118,6 +118,53 @@ ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads
     return DS4RT_OK;
 }
 
+/* norm_rope: item (i, g) is heads 4 g .. 4 g + 3 of row i, normed together (the four sums'
+ * chains overlap, as cpu_rms_norm's groups do) and then rotated, so both steps are one split */
+#define NORM_ROPE_HEADS 4
+typedef struct {
+    row_job rj;
+    uint32_t groups; /* head groups per row */
+    const float *w;
+    float eps;
+} norm_rope_job;
+
+static void norm_rope_groups(void *vj, int64_t k0, int64_t k1, int thread) {
+    (void)thread;
+    const norm_rope_job *j = vj;
+    const row_job *rj = &j->rj;
+    double cs[DS4RT_MAX_ROPE_PAIRS], sn[DS4RT_MAX_ROPE_PAIRS];
+    int64_t have = -1; /* the row whose angles ci/si point at */
+    const double *ci = cs, *si = sn;
+    for (int64_t k = k0; k < k1; k++) {
+        const int64_t i = k / j->groups;
+        const uint32_t h0 = (uint32_t)(k % j->groups) * NORM_ROPE_HEADS;
+        const uint32_t nh = rj->heads - h0 < NORM_ROPE_HEADS ? rj->heads - h0 : NORM_ROPE_HEADS;
+        float *v = rj->x + ((size_t)i * rj->heads + h0) * rj->dim;
+        ds4rt_rms_norm_rows(v, nh, rj->dim, rj->dim, j->w, j->eps, v);
+        if (i != have) {
+            const cpu_rope_angles *e = find_angles(rj->c, rj->r, rj->pos0 + i);
+            ci = e != NULL ? e->cs : cs;
+            si = e != NULL ? e->sn : sn;
+            if (e == NULL) ds4rt_rope_angles(rj->r, rj->pos0 + i, cs, sn);
+            have = i;
+        }
+        for (uint32_t h = 0; h < nh; h++) ds4rt_rope_apply(v + (size_t)h * rj->dim, rj->dim, rj->r, ci, si, +1);
+    }
+}
+
+ds4rt_status cpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, ds4rt_df32 w,
+                           float eps, const ds4rt_rope *r, ds4rt_df32 x) {
+    cpu_ctx *c = cpu(ctx);
+    const int64_t pos0 = pass_pos0(in);
+    const bool keep = r->n_rot / 2 <= CPU_ROPE_PAIRS && n <= CPU_ROPE_SLOTS; /* as cpu_rope */
+    for (int64_t i = 0; keep && i < n; i++) rope_angles(c, r, pos0 + i);
+    const uint32_t groups = (heads + NORM_ROPE_HEADS - 1) / NORM_ROPE_HEADS;
+    norm_rope_job j = {.rj = {.c = c, .r = r, .pos0 = pos0, .heads = heads, .dim = dim, .x = F(x)},
+                       .groups = groups, .w = F(w), .eps = eps};
+    ds4rt_pool_parallel_for(c->pool, n * groups, 1, norm_rope_groups, &j);
+    return DS4RT_OK;
+}
+
 static void fp8_rows(void *vj, int64_t i0, int64_t i1, int thread) {
     (void)thread;
     const row_job *j = vj;

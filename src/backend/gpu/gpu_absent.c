@@ -25,6 +25,12 @@ ds4rt_status gpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads
     return gpu_absent(DS4RT_OP_ROPE);
 }
 
+ds4rt_status gpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, ds4rt_df32 w,
+                           float eps, const ds4rt_rope *r, ds4rt_df32 x) {
+    (void)ctx; (void)in; (void)n; (void)heads; (void)dim; (void)w; (void)eps; (void)r; (void)x;
+    return gpu_absent(DS4RT_OP_NORM_ROPE);
+}
+
 ds4rt_status gpu_fp8_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x) {
     (void)ctx; (void)rows; (void)stride; (void)width; (void)x;
     return gpu_absent(DS4RT_OP_FP8_ROUND);

@@ -25,6 +25,13 @@ ds4rt_status gpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads
     return DS4RT_OK;
 }
 
+ds4rt_status gpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, ds4rt_df32 w,
+                           float eps, const ds4rt_rope *r, ds4rt_df32 x) {
+    ds4rt_gk_rope_params gr = grope(r);
+    GK(ds4rt_gk_norm_rope(DPASS(in), n, heads, dim, DF(w), eps, &gr, DF(x), gstream(ctx)), "norm_rope");
+    return DS4RT_OK;
+}
+
 ds4rt_status gpu_fp8_round(ds4rt_bctx *ctx, int64_t rows, uint32_t stride, uint32_t width, ds4rt_df32 x) {
     GK(ds4rt_gk_fp8_round(rows, stride, width, DF(x), gstream(ctx)), "fp8_round");
     return DS4RT_OK;

@@ -61,6 +61,7 @@ const ds4rt_backend_ops ds4rt_gpu_ops = {
     .rms_norm = gpu_rms_norm,
     .matmul = gpu_matmul,
     .rope = gpu_rope,
+    .norm_rope = gpu_norm_rope,
     .fp8_round = gpu_fp8_round,
     .fp4_round = gpu_fp4_round,
     .hadamard = gpu_hadamard,

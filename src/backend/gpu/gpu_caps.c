@@ -11,6 +11,7 @@ bool gpu_op_present(ds4rt_op op) {
 #ifdef DS4RT_GPU_HAVE_ATTN
     case DS4RT_OP_RMS_NORM:
     case DS4RT_OP_ROPE:
+    case DS4RT_OP_NORM_ROPE:
     case DS4RT_OP_FP8_ROUND:
     case DS4RT_OP_FP4_ROUND:
     case DS4RT_OP_HADAMARD:
