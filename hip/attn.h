@@ -155,10 +155,12 @@ size_t ds4rt_gk_attention_scratch_bytes(int64_t n, uint32_t heads, uint32_t dim)
  * for row i (pos0, base from d_pass); d_sinks [heads]; q, out [n][heads*dim]; d_out may alias
  * d_q. dim <= ds4rt_gk_attention_max_dim() (a lane holds its share of a query and its weighted
  * values in registers). d_tickets: n * heads counters, zero before the first call and left zero
- * by every call (the last split of a head to finish folds the others; one launch). */
+ * by every call (the last split of a head to finish folds the others; one launch). unrope (or
+ * NULL): the output's tail leaves rotated back at the row's position, bitwise ds4rt_gk_rope -1
+ * after the call, without its launch. */
 int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_gk_attn_keys *k,
-                       const float *d_sinks, const float *d_q, float *d_out, void *d_scratch, size_t scratch_bytes,
-                       uint32_t *d_tickets, void *stream);
+                       const float *d_sinks, const float *d_q, float *d_out, const ds4rt_gk_rope_params *unrope,
+                       void *d_scratch, size_t scratch_bytes, uint32_t *d_tickets, void *stream);
 
 #ifdef __cplusplus
 }

@@ -965,7 +965,7 @@ template <int DPL> __device__ __forceinline__ void lane_row(const float *r, uint
  * and each output sums only those. The other splits' results are read with volatile loads
  * (from L2, never a stale L1 line). Which block folds does not change the arithmetic. */
 static_assert(ATT_SPLITS <= DS4RT_WARP, "warp 0 holds one split per lane");
-__device__ void attn_fold(const attn_args &a, int64_t i, uint32_t h) {
+__device__ void attn_fold(const attn_args &a, const rope_tab &unrope, int64_t i, uint32_t h) {
     __shared__ float sw_all[ATT_SPLITS], sw[ATT_SPLITS];
     __shared__ uint32_t sidx[ATT_SPLITS];
     __shared__ uint32_t s_na;
@@ -1000,17 +1000,29 @@ __device__ void attn_fold(const attn_args &a, int64_t i, uint32_t h) {
     const float inv = s_inv;
     const uint32_t na = s_na;
     float *o = a.out + ((size_t)i * a.heads + h) * d;
-    for (uint32_t x = threadIdx.x; x < d; x += blockDim.x) {
+    auto element = [&](uint32_t x) {
         const volatile float *px = part + 2 + x;
         float acc = 0.0f;
         _Pragma("unroll 8") for (uint32_t j = 0; j < na; j++) acc += px[(size_t)sidx[j] * (d + 2)] * sw[j];
-        o[x] = acc * inv;
+        return acc * inv;
+    };
+    /* with unrope, the tail's pairs leave rotated back (rope -1 at the row's position): one
+     * thread a pair forms both elements, then rope_pair's arithmetic with the sine negated */
+    const uint32_t lo = unrope.n_rot >= 2 ? d - unrope.n_rot : d;
+    for (uint32_t x = threadIdx.x; x < lo; x += blockDim.x) o[x] = element(x);
+    for (uint32_t k = threadIdx.x; k < (d - lo) / 2; k += blockDim.x) {
+        const double e0 = element(lo + 2 * k), e1 = element(lo + 2 * k + 1);
+        double c, sn;
+        rope_angle(unrope, pass_pos0(a.pass) + i, k, &c, &sn);
+        const double s = -1.0 * sn;
+        o[lo + 2 * k] = (float)d_sub(d_mul(e0, c), d_mul(e1, s));
+        o[lo + 2 * k + 1] = (float)d_add(d_mul(e0, s), d_mul(e1, c));
     }
 }
 
 /* The split's results are in global memory: counts it done for (i, h); the last split to
  * arrive resets the count (for the next call, or a graph's next replay) and folds. */
-__device__ void attn_finish_split(const attn_args &a, int64_t i, uint32_t h) {
+__device__ void attn_finish_split(const attn_args &a, const rope_tab &unrope, int64_t i, uint32_t h) {
     __shared__ unsigned s_last;
     __threadfence(); /* this block's part stores before its ticket */
     __syncthreads();
@@ -1023,10 +1035,11 @@ __device__ void attn_finish_split(const attn_args &a, int64_t i, uint32_t h) {
     __syncthreads();
     if (!s_last) return;
     __threadfence(); /* the other splits' stores before the reads */
-    attn_fold(a, i, h);
+    attn_fold(a, unrope, i, h);
 }
 
-template <int DPL> __global__ void __launch_bounds__(ATT_THREADS) attn_partial_kernel(attn_args a) {
+template <int DPL>
+__global__ void __launch_bounds__(ATT_THREADS) attn_partial_kernel(attn_args a, rope_tab unrope) {
     GK_PDL_ENTRY();
     __shared__ float s_o[ATT_WARPS][DPL * DS4RT_WARP];
     __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS];
@@ -1044,7 +1057,7 @@ template <int DPL> __global__ void __launch_bounds__(ATT_THREADS) attn_partial_k
             part[0] = -INFINITY;
             part[1] = 0.0f;
         }
-        attn_finish_split(a, i, h);
+        attn_finish_split(a, unrope, i, h);
         return;
     }
     float q[DPL], o[DPL], kv[DPL], nx[DPL];
@@ -1097,7 +1110,7 @@ template <int DPL> __global__ void __launch_bounds__(ATT_THREADS) attn_partial_k
             if (f[v] != 0.0f) acc += s_o[v][x] * f[v];
         part[2 + x] = acc;
     }
-    attn_finish_split(a, i, h);
+    attn_finish_split(a, unrope, i, h);
 }
 
 extern "C" uint32_t ds4rt_gk_attention_max_dim(void) { return ATT_DMAX; }
@@ -1108,8 +1121,17 @@ extern "C" size_t ds4rt_gk_attention_scratch_bytes(int64_t n, uint32_t heads, ui
 
 extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads, uint32_t dim,
                                   const ds4rt_gk_attn_keys *k, const float *d_sinks, const float *d_q, float *d_out,
-                                  void *d_scratch, size_t scratch_bytes, uint32_t *d_tickets, void *stream) {
+                                  const ds4rt_gk_rope_params *unrope, void *d_scratch, size_t scratch_bytes,
+                                  uint32_t *d_tickets, void *stream) {
     if (n <= 0 || heads == 0) return DS4RT_GK_OK;
+    rope_tab t; /* n_rot 0: no rotation back */
+    t.n_rot = 0;
+    if (unrope != NULL && unrope->n_rot >= 2) {
+        if (unrope->n_rot > dim || unrope->n_rot % 2 != 0)
+            return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "attention: unrope of %u dims of %u", unrope->n_rot, dim);
+        int st = rope_table(unrope, &t, "attention");
+        if (st != DS4RT_GK_OK) return st;
+    }
     if (dim == 0 || dim > ATT_DMAX || k->ring_cap == 0 || n > 65535 || (k->block && k->d_block_rows == NULL) ||
         (k->comp_ratio != 0 && k->d_comp == NULL) || (k->d_sel != NULL && k->d_n_sel == NULL))
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "attention: %u heads of %u dims, ring %u", heads, dim,
@@ -1142,11 +1164,11 @@ extern "C" int ds4rt_gk_attention(const void *d_pass, int64_t n, uint32_t heads,
     const dim3 grid(ATT_SPLITS, heads, (unsigned)n), block(ATT_THREADS);
     const uint32_t dpl = (dim + DS4RT_WARP - 1) / DS4RT_WARP; /* <= ATT_DPL_MAX: dim <= ATT_DMAX */
     hipStream_t s = (hipStream_t)stream;
-    if (dpl <= 1) hipLaunchKernelGGL(attn_partial_kernel<1>, grid, block, 0, s, a);
-    else if (dpl <= 2) hipLaunchKernelGGL(attn_partial_kernel<2>, grid, block, 0, s, a);
-    else if (dpl <= 4) hipLaunchKernelGGL(attn_partial_kernel<4>, grid, block, 0, s, a);
-    else if (dpl <= 8) hipLaunchKernelGGL(attn_partial_kernel<8>, grid, block, 0, s, a);
-    else if (dpl <= 16) hipLaunchKernelGGL(attn_partial_kernel<16>, grid, block, 0, s, a);
-    else hipLaunchKernelGGL(attn_partial_kernel<ATT_DPL_MAX>, grid, block, 0, s, a);
+    if (dpl <= 1) hipLaunchKernelGGL(attn_partial_kernel<1>, grid, block, 0, s, a, t);
+    else if (dpl <= 2) hipLaunchKernelGGL(attn_partial_kernel<2>, grid, block, 0, s, a, t);
+    else if (dpl <= 4) hipLaunchKernelGGL(attn_partial_kernel<4>, grid, block, 0, s, a, t);
+    else if (dpl <= 8) hipLaunchKernelGGL(attn_partial_kernel<8>, grid, block, 0, s, a, t);
+    else if (dpl <= 16) hipLaunchKernelGGL(attn_partial_kernel<16>, grid, block, 0, s, a, t);
+    else hipLaunchKernelGGL(attn_partial_kernel<ATT_DPL_MAX>, grid, block, 0, s, a, t);
     return DS4RT_GK_LAUNCHED("attention");
 }

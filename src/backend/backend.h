@@ -405,9 +405,12 @@ struct ds4rt_backend_ops {
     ds4rt_status (*indexer_topk)(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 iq,
                                  ds4rt_df32 iw, ds4rt_df32 rows, ds4rt_di32 sel, ds4rt_di32 n_sel);
     /* Attention with per-head sinks: out[i][h] = softmax-with-sink(q[i][h] . keys / sqrt(dim))
-     * weighted keys, over the keys `k` describes for row i. out may alias q. */
+     * weighted keys, over the keys `k` describes for row i. out may alias q. unrope (since
+     * version 6; NULL: none): each output head then rotated back, bitwise rope(unrope, -1) on
+     * out, which DeepSeek V4 always does next (one step less on a GPU's decode chain). */
     ds4rt_status (*attention)(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
-                              const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out);
+                              const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out,
+                              const ds4rt_rope *unrope);
     /* f = out_b . concat_g(out_a[g] . o[:, group g]) - the grouped low-rank output projection. */
     ds4rt_status (*grouped_out)(ds4rt_bctx *ctx, const ds4rt_hparams *hp, int64_t n, const ds4rt_dweight *out_a,
                                 const ds4rt_dweight *out_b, ds4rt_df32 o, ds4rt_df32 f);

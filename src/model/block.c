@@ -99,9 +99,8 @@ static ds4rt_status attention(const ds4rt_block_run *r, const ds4rt_attn_weights
         keys = (ds4rt_attn_keys){.ring = k->ring, .ring_cap = k->ring_cap, .window = k->window, .block = true,
                                  .block_rows = a->kv};
     }
-    /* the output overwrites q; its RoPE is undone at the same positions */
-    TRY(o->attention(ctx, a->in, n, H, dh, &keys, w->sinks, a->q, a->q));
-    TRY(o->rope(ctx, a->in, n, H, dh, k->rope, -1, a->q));
+    /* the output overwrites q, its RoPE undone at the same positions */
+    TRY(o->attention(ctx, a->in, n, H, dh, &keys, w->sinks, a->q, a->q, k->rope));
     return o->grouped_out(ctx, hp, n, &w->out_a, &w->out_b, a->q, a->f);
 }
 

@@ -720,7 +720,7 @@ static void test_attention(env *e, env *cpu, const ds4rt_hparams *hp) {
     };
     for (int m = 0; m < 4 && want("attention"); m++) {
         const ds4rt_attn_keys *k = &modes[m].k;
-        CHECK(e, e->o->attention(e->ctx, in, n, H, d, k, ds4rt_f32(bs), ds4rt_f32(bq), ds4rt_f32(bo)));
+        CHECK(e, e->o->attention(e->ctx, in, n, H, d, k, ds4rt_f32(bs), ds4rt_f32(bq), ds4rt_f32(bo), NULL));
         fetch(e, bo, got, sizeof got);
         for (int64_t i = 0; i < n; i++) {
             const float *keys[64];
@@ -737,11 +737,26 @@ static void test_attention(env *e, env *cpu, const ds4rt_hparams *hp) {
         }
         double err = rel_err(got, ref, n * H * d, 0.1);
         report(e->name, "attention", modes[m].what, err < 1e-5, err, 1e-5);
+        {
+            /* with unrope: bitwise the output followed by rope -1 (q in place, as the block does) */
+            ds4rt_rope r = ROPE;
+            r.n_rot = 16;
+            float un[4 * 4 * 32], two[4 * 4 * 32];
+            ds4rt_dbuf *bu = buf_from(e, q, sizeof q);
+            CHECK(e, e->o->attention(e->ctx, in, n, H, d, k, ds4rt_f32(bs), ds4rt_f32(bu), ds4rt_f32(bu), &r));
+            fetch(e, bu, un, sizeof un);
+            CHECK(e, e->o->rope(e->ctx, in, n, H, d, &r, -1, ds4rt_f32(bo)));
+            fetch(e, bo, two, sizeof two);
+            char what[80];
+            snprintf(what, sizeof what, "%s: unrope == rope -1 after", modes[m].what);
+            report(e->name, "attention", what, same_bits(un, two, sizeof un), 0, 0);
+            drop(e, bu);
+        }
         /* the last row alone, at its own position (block mode: the block is the batch, skip) */
         if (!k->block) {
             ds4rt_dpass in1 = pass_block(e, pos0 + 3, 14, NULL, 0);
             CHECK(e, e->o->attention(e->ctx, in1, 1, H, d, k, ds4rt_f32(bs), ds4rt_f32_at(ds4rt_f32(bq), 3 * H * d),
-                                     ds4rt_f32(bo)));
+                                     ds4rt_f32(bo), NULL));
             float a1[4 * 32];
             fetch(e, bo, a1, sizeof a1);
             char what[64];

@@ -98,7 +98,7 @@ typedef struct attn_ctx {
 
 static int call_attn(void *c) {
     attn_ctx *a = c;
-    return ds4rt_gk_attention(a->pass, a->n, 64, 512, &a->k, a->sinks, a->q, a->out, a->scratch, a->sb, a->tickets,
+    return ds4rt_gk_attention(a->pass, a->n, 64, 512, &a->k, a->sinks, a->q, a->out, NULL, a->scratch, a->sb, a->tickets,
                               stream);
 }
 

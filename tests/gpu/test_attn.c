@@ -663,7 +663,7 @@ static void run_attention(const attn_case *c, const char *label) {
                           .sel = c->selected ? ds4rt_i32(csel) : (ds4rt_di32){0},
                           .n_sel = c->selected ? ds4rt_i32(cns) : (ds4rt_di32){0}, .sel_stride = (uint32_t)stride};
     ds4rt_dpass cp = cpass(c->pos0, c->base);
-    cok(co->attention(cctx, cp, n, H, d, &ck, ds4rt_f32(csk), ds4rt_f32(cq), ds4rt_f32(cout)), "cpu attention");
+    cok(co->attention(cctx, cp, n, H, d, &ck, ds4rt_f32(csk), ds4rt_f32(cq), ds4rt_f32(cout), NULL), "cpu attention");
 
     float *gq = gup(q, qn * 4), *gout = gdev(qn * 4), *gring = gup(ring, (size_t)c->ring_cap * d * 4);
     float *gb = gup(brows, (size_t)n * d * 4), *gc = gup(comp, (size_t)(c->n_comp ? c->n_comp : 1) * d * 4);
@@ -676,14 +676,14 @@ static void run_attention(const attn_case *c, const char *label) {
     const size_t sb = ds4rt_gk_attention_scratch_bytes(n, H, d);
     void *scratch = gdev(sb), *gp = gpass(c->pos0, c->base);
     uint32_t *tickets = gdev((size_t)n * H * 4); /* zero; every call leaves them zero */
-    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gout, scratch, sb, tickets, stream), "attention");
+    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gout, NULL, scratch, sb, tickets, stream), "attention");
     float *res = gdown_f(gout, qn);
     const double err = max_abs(res, cf(cout), qn);
     char what[140];
     snprintf(what, sizeof what, "%s: vs cpu, max |diff|", label);
     report("attention", what, err <= ATT_TOL, err, ATT_TOL);
 
-    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gq, scratch, sb, tickets, stream), "attention in place");
+    gk(ds4rt_gk_attention(gp, n, H, d, &gkk, gsk, gq, gq, NULL, scratch, sb, tickets, stream), "attention in place");
     float *inplace = gdown_f(gq, qn);
     int alias_ok = same_bits(inplace, res, qn * 4);
     if (!c->block) { /* batch invariance: in block mode a row's keys are the whole block */
@@ -696,7 +696,7 @@ static void run_attention(const attn_case *c, const char *label) {
                 one.d_sel = gsel + i * stride;
                 one.d_n_sel = gns + i;
             }
-            gk(ds4rt_gk_attention(gpi, 1, H, d, &one, gsk, gq + (size_t)i * H * d, gout + (size_t)i * H * d, scratch,
+            gk(ds4rt_gk_attention(gpi, 1, H, d, &one, gsk, gq + (size_t)i * H * d, gout + (size_t)i * H * d, NULL, scratch,
                                   sb, tickets, stream),
                "attention row");
             gk(ds4rt_gk_stream_sync(stream), "sync");
@@ -778,7 +778,7 @@ static void graph_pass(graph_case *c) {
        "indexer_topk");
     const ds4rt_gk_attn_keys k = {.d_ring = c->ring, .ring_cap = G_CAP, .window = G_W, .comp_ratio = 4,
                                   .d_comp = c->rows, .d_sel = c->sel, .d_n_sel = c->ns, .sel_stride = G_TOP};
-    gk(ds4rt_gk_attention(c->pass, G_N, G_H, G_D, &k, c->sinks, c->ring, c->out, c->ascratch, c->asb, c->tickets,
+    gk(ds4rt_gk_attention(c->pass, G_N, G_H, G_D, &k, c->sinks, c->ring, c->out, NULL, c->ascratch, c->asb, c->tickets,
                           stream),
        "attention");
 }

@@ -24,6 +24,8 @@ typedef struct head_job {
     float *out;                /* [H][d] */
     float *scores;             /* [threads][CPU_ATT_TILE][max_keys] */
     int64_t max_keys;
+    const ds4rt_rope *unrope;  /* or NULL: each output head rotated back with these angles */
+    const double *ucs, *usn;
 } head_job;
 
 /* sc[i * max_keys + k] = q_{h0+i} . key_k for the nh <= CPU_ATT_TILE heads from h0, with the
@@ -111,12 +113,16 @@ static void attend_heads(void *ctx, int64_t begin, int64_t end, int thread) {
     for (int64_t h0 = begin * j->group; h0 < h1; h0 += CPU_ATT_TILE) {
         const int nh = (int)(h1 - h0 < CPU_ATT_TILE ? h1 - h0 : CPU_ATT_TILE);
         head_scores(j, h0, nh, sc);
-        for (int i = 0; i < nh; i++) head_output(j, h0 + i, sc + (size_t)i * j->max_keys);
+        for (int i = 0; i < nh; i++) {
+            head_output(j, h0 + i, sc + (size_t)i * j->max_keys);
+            if (j->unrope != NULL) ds4rt_rope_apply(j->out + (size_t)(h0 + i) * j->d, j->d, j->unrope, j->ucs, j->usn, -1);
+        }
     }
 }
 
 ds4rt_status cpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
-                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out) {
+                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out,
+                           const ds4rt_rope *unrope) {
     cpu_ctx *c = cpu(ctx);
     const int64_t pos0 = pass_pos0(in), base = pass_base(in);
     const float **keys = c->ws.att_keys;
@@ -150,6 +156,14 @@ ds4rt_status cpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
                       .scale = (float)(1.0 / sqrt((double)dim)), .d = dim, .heads = heads, .group = group,
                       .out = F(out) + (size_t)i * heads * dim, .scores = c->ws.att_scores,
                       .max_keys = c->ws.lim.max_keys};
+        double ucs[DS4RT_MAX_ROPE_PAIRS], usn[DS4RT_MAX_ROPE_PAIRS];
+        if (unrope != NULL && unrope->n_rot >= 2) { /* the angles cpu_rope would use: kept ones when there */
+            const cpu_rope_angles *e = cpu_rope_angles_at(c, unrope, pos);
+            j.unrope = unrope;
+            j.ucs = e != NULL ? e->cs : ucs;
+            j.usn = e != NULL ? e->sn : usn;
+            if (e == NULL) ds4rt_rope_angles(unrope, pos, ucs, usn);
+        }
         ds4rt_pool_parallel_for(c->pool, (heads + group - 1) / group, 1, attend_heads, &j);
     }
     return DS4RT_OK;

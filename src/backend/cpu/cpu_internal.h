@@ -90,6 +90,10 @@ ds4rt_status cpu_get_rows(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_di32 id
                           ds4rt_df32 out);
 ds4rt_status cpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_df32 w, float eps,
                           ds4rt_df32 out);
+/* The angles of rope r at pos from the kept slots (computed into one if needed; called on the
+ * thread that issues the op, before a split reads them), or NULL for a rope of more pairs than
+ * a slot keeps (cpu_rows.c). */
+const cpu_rope_angles *cpu_rope_angles_at(cpu_ctx *c, const ds4rt_rope *r, int64_t pos);
 ds4rt_status cpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, ds4rt_df32 w,
                            float eps, const ds4rt_rope *r, ds4rt_df32 x);
 ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,
@@ -128,7 +132,8 @@ ds4rt_status cpu_comp_rollback(ds4rt_bctx *ctx, const ds4rt_comp_desc *c, const 
 ds4rt_status cpu_indexer_topk(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, ds4rt_df32 iq,
                               ds4rt_df32 iw, ds4rt_df32 rows, ds4rt_di32 sel, ds4rt_di32 n_sel);
 ds4rt_status cpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
-                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out);
+                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out,
+                           const ds4rt_rope *unrope);
 ds4rt_status cpu_moe(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hparams *hp, int64_t n, const ds4rt_moe_weights *w,
                      float clamp, float clamp_sh, ds4rt_df32 x, ds4rt_df32 f);
 

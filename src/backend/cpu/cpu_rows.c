@@ -165,6 +165,10 @@ ds4rt_status cpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
     return DS4RT_OK;
 }
 
+const cpu_rope_angles *cpu_rope_angles_at(cpu_ctx *c, const ds4rt_rope *r, int64_t pos) {
+    return r->n_rot / 2 <= CPU_ROPE_PAIRS ? rope_angles(c, r, pos) : NULL;
+}
+
 static void fp8_rows(void *vj, int64_t i0, int64_t i1, int thread) {
     (void)thread;
     const row_job *j = vj;

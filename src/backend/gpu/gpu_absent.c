@@ -81,8 +81,10 @@ ds4rt_status gpu_indexer_topk(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hpara
 }
 
 ds4rt_status gpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
-                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out) {
+                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out,
+                           const ds4rt_rope *unrope) {
     (void)ctx; (void)in; (void)n; (void)heads; (void)dim; (void)k; (void)sinks; (void)q; (void)out;
+    (void)unrope;
     return gpu_absent(DS4RT_OP_ATTENTION);
 }
 #endif

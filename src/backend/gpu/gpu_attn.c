@@ -108,7 +108,8 @@ ds4rt_status gpu_indexer_topk(ds4rt_bctx *ctx, ds4rt_dpass in, const ds4rt_hpara
 }
 
 ds4rt_status gpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim,
-                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out) {
+                           const ds4rt_attn_keys *k, ds4rt_df32 sinks, ds4rt_df32 q, ds4rt_df32 out,
+                           const ds4rt_rope *unrope) {
     gpu_workspace *ws = &gctx(ctx)->ws;
     ds4rt_gk_attn_keys gk = {.d_ring = DF(k->ring), .ring_cap = k->ring_cap, .window = k->window, .block = k->block,
                              .d_block_rows = DF(k->block_rows), .comp_ratio = k->comp_ratio, .d_comp = DF(k->comp),
@@ -116,8 +117,9 @@ ds4rt_status gpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
     if ((uint64_t)n * heads > ws->n_tickets)
         return ds4rt_fail(DS4RT_ERR_INTERNAL, "attention of %lld rows x %u heads over a workspace reserved for %llu",
                           (long long)n, heads, (unsigned long long)ws->n_tickets);
-    GK(ds4rt_gk_attention(DPASS(in), n, heads, dim, &gk, DF(sinks), DF(q), DF(out), ws->kscratch,
-                          (size_t)ws->kscratch_bytes, (uint32_t *)(void *)DI(ws->tickets), gstream(ctx)),
+    const ds4rt_gk_rope_params gr = unrope != NULL ? grope(unrope) : (ds4rt_gk_rope_params){0};
+    GK(ds4rt_gk_attention(DPASS(in), n, heads, dim, &gk, DF(sinks), DF(q), DF(out), unrope != NULL ? &gr : NULL,
+                          ws->kscratch, (size_t)ws->kscratch_bytes, (uint32_t *)(void *)DI(ws->tickets), gstream(ctx)),
        "attention");
     return DS4RT_OK;
 }
