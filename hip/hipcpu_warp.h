@@ -9,7 +9,7 @@
  * split merge of the attention, and each attention warp loops over its own keys. Under HIP-CPU
  * those shuffles paired with other warps' __syncthreads, blocks read shared memory before it was
  * written, and a fiber could be left inside one block when the next block started on its thread
- * (wrong rows that changed from run to run, then a crash; docs/GPU.md "HIP-CPU").
+ * (wrong rows that changed from run to run, then a crash; docs/GPU.md "HIP-CPU's shuffles").
  *
  * Here a shuffle's two barriers cycle through the fibers of the caller's warp only, which is the
  * GPU's rule: a warp's lanes meet each other, other warps go on. A block barrier still cycles
