@@ -157,12 +157,9 @@ ds4rt_status cpu_attention(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
                       .out = F(out) + (size_t)i * heads * dim, .scores = c->ws.att_scores,
                       .max_keys = c->ws.lim.max_keys};
         double ucs[DS4RT_MAX_ROPE_PAIRS], usn[DS4RT_MAX_ROPE_PAIRS];
-        if (unrope != NULL && unrope->n_rot >= 2) { /* the angles cpu_rope would use: kept ones when there */
-            const cpu_rope_angles *e = cpu_rope_angles_at(c, unrope, pos);
+        if (unrope != NULL && unrope->n_rot >= 2) { /* the angles cpu_rope would use */
             j.unrope = unrope;
-            j.ucs = e != NULL ? e->cs : ucs;
-            j.usn = e != NULL ? e->sn : usn;
-            if (e == NULL) ds4rt_rope_angles(unrope, pos, ucs, usn);
+            cpu_rope_angles_for(c, unrope, pos, ucs, usn, &j.ucs, &j.usn);
         }
         ds4rt_pool_parallel_for(c->pool, (heads + group - 1) / group, 1, attend_heads, &j);
     }

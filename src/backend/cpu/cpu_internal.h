@@ -90,10 +90,11 @@ ds4rt_status cpu_get_rows(ds4rt_bctx *ctx, const ds4rt_dweight *w, ds4rt_di32 id
                           ds4rt_df32 out);
 ds4rt_status cpu_rms_norm(ds4rt_bctx *ctx, int64_t rows, uint32_t width, ds4rt_df32 x, ds4rt_df32 w, float eps,
                           ds4rt_df32 out);
-/* The angles of rope r at pos from the kept slots (computed into one if needed; called on the
- * thread that issues the op, before a split reads them), or NULL for a rope of more pairs than
- * a slot keeps (cpu_rows.c). */
-const cpu_rope_angles *cpu_rope_angles_at(cpu_ctx *c, const ds4rt_rope *r, int64_t pos);
+/* The angles of rope r at pos (*ci, *si) for a split to read: from the kept slots (filled here
+ * if needed, so call it on the thread that issues the op), or computed into cs / sn for a rope
+ * of more pairs than a slot keeps (cpu_rows.c). */
+void cpu_rope_angles_for(cpu_ctx *c, const ds4rt_rope *r, int64_t pos, double *cs, double *sn, const double **ci,
+                         const double **si);
 ds4rt_status cpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, ds4rt_df32 w,
                            float eps, const ds4rt_rope *r, ds4rt_df32 x);
 ds4rt_status cpu_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t heads, uint32_t dim, const ds4rt_rope *r,

@@ -73,6 +73,22 @@ static const cpu_rope_angles *rope_angles(cpu_ctx *c, const ds4rt_rope *r, int64
     return e;
 }
 
+/* The angles of rope r at pos for a split to read (*ci, *si): the kept ones when the issuing
+ * thread filled them, else computed into cs / sn. Only reads the slots. */
+static void read_angles(const cpu_ctx *c, const ds4rt_rope *r, int64_t pos, double *cs, double *sn,
+                        const double **ci, const double **si) {
+    const cpu_rope_angles *e = find_angles(c, r, pos);
+    if (e == NULL) ds4rt_rope_angles(r, pos, cs, sn);
+    *ci = e != NULL ? e->cs : cs;
+    *si = e != NULL ? e->sn : sn;
+}
+
+void cpu_rope_angles_for(cpu_ctx *c, const ds4rt_rope *r, int64_t pos, double *cs, double *sn, const double **ci,
+                         const double **si) {
+    if (r->n_rot / 2 <= CPU_ROPE_PAIRS) rope_angles(c, r, pos); /* kept for the next layers */
+    read_angles(c, r, pos, cs, sn, ci, si);
+}
+
 /* Row-wise ops split over the pool by rows: a row's result never depends on who computes it,
  * and at 2 threads these per-row steps of a verify pass (RoPE of every head, the FP8/FP4
  * simulations, the indexer's Hadamard) ran on the calling thread alone while the other waited. */
@@ -91,15 +107,8 @@ static void rope_rows(void *vj, int64_t i0, int64_t i1, int thread) {
     const ds4rt_rope *r = j->r;
     double cs[DS4RT_MAX_ROPE_PAIRS], sn[DS4RT_MAX_ROPE_PAIRS];
     for (int64_t i = i0; i < i1; i++) {
-        const double *ci = cs, *si = sn;
-        /* cpu_rope filled the angles of every row in before the split: here they are only read */
-        const cpu_rope_angles *e = find_angles(j->c, r, j->pos0 + i);
-        if (e != NULL) {
-            ci = e->cs;
-            si = e->sn;
-        } else {
-            ds4rt_rope_angles(r, j->pos0 + i, cs, sn);
-        }
+        const double *ci, *si; /* cpu_rope filled the kept angles before the split */
+        read_angles(j->c, r, j->pos0 + i, cs, sn, &ci, &si);
         float *row = j->x + (size_t)i * j->heads * j->dim;
         for (uint32_t h = 0; h < j->heads; h++) ds4rt_rope_apply(row + (size_t)h * j->dim, j->dim, r, ci, si, j->sign);
     }
@@ -142,10 +151,7 @@ static void norm_rope_groups(void *vj, int64_t k0, int64_t k1, int thread) {
         float *v = rj->x + ((size_t)i * rj->heads + h0) * rj->dim;
         ds4rt_rms_norm_rows(v, nh, rj->dim, rj->dim, j->w, j->eps, v);
         if (i != have) {
-            const cpu_rope_angles *e = find_angles(rj->c, rj->r, rj->pos0 + i);
-            ci = e != NULL ? e->cs : cs;
-            si = e != NULL ? e->sn : sn;
-            if (e == NULL) ds4rt_rope_angles(rj->r, rj->pos0 + i, cs, sn);
+            read_angles(rj->c, rj->r, rj->pos0 + i, cs, sn, &ci, &si);
             have = i;
         }
         for (uint32_t h = 0; h < nh; h++) ds4rt_rope_apply(v + (size_t)h * rj->dim, rj->dim, rj->r, ci, si, +1);
@@ -163,10 +169,6 @@ ds4rt_status cpu_norm_rope(ds4rt_bctx *ctx, ds4rt_dpass in, int64_t n, uint32_t 
                        .groups = groups, .w = F(w), .eps = eps};
     ds4rt_pool_parallel_for(c->pool, n * groups, 1, norm_rope_groups, &j);
     return DS4RT_OK;
-}
-
-const cpu_rope_angles *cpu_rope_angles_at(cpu_ctx *c, const ds4rt_rope *r, int64_t pos) {
-    return r->n_rot / 2 <= CPU_ROPE_PAIRS ? rope_angles(c, r, pos) : NULL;
 }
 
 static void fp8_rows(void *vj, int64_t i0, int64_t i1, int thread) {
