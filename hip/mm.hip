@@ -788,16 +788,16 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * shift, an AND and a dp4a). The same exact integer sums, the same f32 formula. */
 #define QS_OLD 0
 #define QS_NEW 1
-/* STAGE (DS4RT_GPU_QS_STAGE=1): the step's weight bytes of the block's rows are first copied
- * into shared memory by 16-byte loads, each thread a few consecutive words of a row (a step is
- * CB x BB = 1056 / 672 bytes a row, a multiple of 16, and rows are 16-aligned), and the items
- * read their words from there. Without it every thread loads its items' words from global
- * memory itself, 4 or 2 bytes at a time (9-17 loads per item, 36-68 a step), 0.73 TB/s for the
- * IQ2_XXS gate and up products of a decode (docs/PERFORMANCE.md, "Merged launches and streamed
- * row groups"). The same words reach the same arithmetic: the same bits. */
-
-template <int TYPE, int FORM, bool STAGE>
-__global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
+/* MINB (DS4RT_GPU_QS_MINB): the thread blocks per multiprocessor the kernel's registers are
+ * bounded for (__launch_bounds__' second argument; 1: no bound). Unbounded, the IQ2_XXS forms
+ * take 115 / 122 registers and the Q2_K forms 87 / 89 (nvcc 13.0, sm_90), so 2 blocks of 256
+ * threads fit an SM: 4 warps per scheduler, and a decode's 6 slots of a 2048-row expert (384
+ * blocks) take 1.45 waves of the H100's 264 block slots. Nsight Compute on an H100 (2026-12-07,
+ * docs/PERFORMANCE.md "Expert products bounded for three blocks"): 9.7 cycles between a warp's
+ * instructions, 47 % of the memory system busy, 25 % occupancy the limit. Bounded for 3 blocks
+ * the forms fit 80 registers (IQ2_XXS QS_OLD spills 28 bytes, Q2_K none), one wave at n = 1. */
+template <int TYPE, int FORM, int MINB>
+__global__ void __launch_bounds__(QS_NT, MINB) mm_qs_kernel(mm_args a) {
     constexpr int SUB = TYPE == T_IQ2_XXS ? 2 : 4;    /* threads per block term */
     constexpr int BB = TYPE == T_IQ2_XXS ? 66 : 84;   /* block bytes */
     constexpr int CB = TYPE == T_IQ2_XXS ? 16 : 8;    /* blocks per row and step */
@@ -809,9 +809,6 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
     __shared__ uint64_t grid_s[TYPE == T_IQ2_XXS ? 256 : 1];
     __shared__ uint8_t signs_s[TYPE == T_IQ2_XXS && FORM == QS_OLD ? 128 : 1];
     __shared__ uint64_t smask_s[TYPE == T_IQ2_XXS && FORM == QS_NEW ? 128 : 1];
-    constexpr int SU = CB * BB / 16; /* 16-byte words of a row's step */
-    static_assert(SU * 16 == CB * BB, "a row's step is whole 16-byte words");
-    __shared__ uint4 stage4[STAGE ? QS_R : 1][STAGE ? SU : 1];
     pair_select(a);
     const int tid = (int)threadIdx.x, sub = tid % SUB;
     const int64_t row0 = (int64_t)blockIdx.x * QS_R;
@@ -862,45 +859,19 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
         const bool pl = p < nblk;
         const int64_t b = b0 + p;
         const int8_t *x = (const int8_t *)arow + b * 256;
-        if constexpr (STAGE) {
-            /* the step's bytes of every row: ceil(nblk BB / 16) words, never past the row (its
-             * rest from b0 on is whole words too). The previous step read the stage before its
-             * terms barrier, so it may be overwritten now. */
-            constexpr int LD = (QS_R * SU + QS_NT - 1) / QS_NT;
-            const int su = (nblk * BB + 15) / 16;
-            uint4 v[LD];
-            UNROLL
-            for (int i = 0; i < LD; i++) {
-                const int k = tid + i * QS_NT, r = k / SU, u = k % SU;
-                if (r < nrows && u < su)
-                    v[i] = ((const uint4 *)(const void *)(w + (uint64_t)r * a.row_bytes + (uint64_t)b0 * BB))[u];
-            }
-            if (b0 == 0) {
-                load_tables();
-                GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight */
-            }
-            UNROLL
-            for (int i = 0; i < LD; i++) {
-                const int k = tid + i * QS_NT, r = k / SU, u = k % SU;
-                if (r < nrows && u < su) stage4[r][u] = v[i];
-            }
-            __syncthreads(); /* the stage (and the tables) in place */
-        }
         /* every load of the step first (weights of the IT rows, the activations of (b, sub)),
          * then the arithmetic: the loads of a thread are all in flight together */
         uint32_t wv[IT][WV];
         UNROLL
         for (int it = 0; it < IT; it++) {
             const int r = rb + it * RS;
-            const uint8_t *blk;
-            if constexpr (STAGE) blk = (const uint8_t *)(const void *)stage4[r] + p * BB;
-            else blk = (FORM == QS_NEW ? wrow[it] : w + (uint64_t)r * a.row_bytes) + (uint64_t)b * BB;
+            const uint8_t *blk = (FORM == QS_NEW ? wrow[it] : w + (uint64_t)r * a.row_bytes) + (uint64_t)b * BB;
             if (pl && r < nrows) {
                 if constexpr (TYPE == T_IQ2_XXS && FORM == QS_NEW) {
                     /* the same 32 bytes as 8 aligned words (the first at or 2 bytes before them, so
                      * never past the block) and the last 2 bytes, joined by funnel shifts */
                     const uint8_t *q = blk + 2 + 32 * sub;
-                    const uint32_t *q4 = (const uint32_t *)(const void *)(q - ((uintptr_t)q & 2)); /* rows (and stage rows) 16-aligned */
+                    const uint32_t *q4 = (const uint32_t *)(const void *)(q - ((uintptr_t)q & 2)); /* rows 16-aligned */
                     const uint32_t sh = (uint32_t)((uintptr_t)q & 2) * 8u;
                     uint32_t u[9];
                     UNROLL
@@ -928,7 +899,7 @@ __global__ void __launch_bounds__(QS_NT) mm_qs_kernel(mm_args a) {
                 for (int k = 0; k < WV; k++) wv[it][k] = 0u;
             }
         }
-        if (!STAGE && b0 == 0) {
+        if (b0 == 0) {
             load_tables();
             GK_PDL_ENTRY_AFTER_WEIGHTS(); /* the first step's weights are in flight */
         }
@@ -2278,8 +2249,9 @@ static bool qt_fused(const ds4rt_gk_weight *w, int64_t n, uint32_t groups) {
  * reported by ds4rt_gk_mm_forms() (the backend appends it to the device's description):
  *   DS4RT_GPU_QS_IQ2 = old (default) | new: mm_qs_kernel's IQ2_XXS arithmetic (QS_OLD, QS_NEW);
  *   DS4RT_GPU_QS_Q2K = 1 or new (default: mm_qs_kernel, QS_NEW) | old (mm_qs_kernel, QS_OLD) |
- *   0 (mm_q_kernel); DS4RT_GPU_QS_STAGE = 0 (default) | 1: mm_qs_kernel stages each step's weight
- *   bytes in shared memory (STAGE). Every form gives the same bits (tests/test_gpu_mm.py runs each). The
+ *   0 (mm_q_kernel); DS4RT_GPU_QS_MINB = 1 (default: no bound) | 3 | 4: the blocks per
+ *   multiprocessor mm_qs_kernel's registers are bounded for (MINB). Every form gives the same bits
+ *   (tests/test_gpu_mm.py runs each). The
  *   defaults are the measured ones: on an H100, expert shapes, IQ2_XXS QS_NEW took 1.13x QS_OLD's
  *   time at n = 1..8, and Q2_K in mm_qs_kernel half of mm_q_kernel's
  *   (docs/PERFORMANCE.md, "The expert forms measured"). A value not understood gives the
@@ -2287,7 +2259,7 @@ static bool qt_fused(const ds4rt_gk_weight *w, int64_t n, uint32_t groups) {
 typedef struct {
     int iq2;    /* QS_OLD or QS_NEW */
     int q2k;    /* -1: mm_q_kernel; else the mm_qs_kernel form */
-    bool stage; /* DS4RT_GPU_QS_STAGE=1: both through shared memory (STAGE) */
+    int minb;   /* DS4RT_GPU_QS_MINB: 1, 3 or 4 (MINB) */
     char text[320];
 } qs_forms;
 
@@ -2302,9 +2274,10 @@ static const qs_forms *qs_decided(void) {
         r.q2k = s2 && strcmp(e2, "0") == 0 ? -1 : s2 && strcmp(e2, "old") == 0 ? QS_OLD : QS_NEW;
         const bool bad2 = s2 && strcmp(e2, "0") != 0 && strcmp(e2, "old") != 0 && strcmp(e2, "1") != 0 &&
                           strcmp(e2, "new") != 0;
-        const char *e3 = getenv("DS4RT_GPU_QS_STAGE");
-        r.stage = e3 != NULL && strcmp(e3, "1") == 0;
-        const bool bad3 = e3 != NULL && e3[0] != '\0' && strcmp(e3, "0") != 0 && strcmp(e3, "1") != 0;
+        const char *e3 = getenv("DS4RT_GPU_QS_MINB");
+        const bool s3 = e3 != NULL && e3[0] != '\0';
+        r.minb = s3 && strcmp(e3, "3") == 0 ? 3 : s3 && strcmp(e3, "4") == 0 ? 4 : 1;
+        const bool bad3 = s3 && r.minb == 1 && strcmp(e3, "1") != 0;
         const long qs = qt_stream_forced();
         char stream[64];
         if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (DS4RT_GPU_QT_STREAM)");
@@ -2314,8 +2287,8 @@ static const qs_forms *qs_decided(void) {
                  r.iq2 == QS_NEW ? "new" : "old", n1,
                  r.q2k < 0 ? "mm_q" : r.q2k == QS_NEW ? "mm_qs new" : "mm_qs old",
                  !s2 ? "default" : bad2 ? "DS4RT_GPU_QS_Q2K not understood" : "DS4RT_GPU_QS_Q2K",
-                 r.stage ? "staged in shared memory" : "loaded by each item",
-                 bad3 ? "DS4RT_GPU_QS_STAGE not understood" : e3 != NULL && e3[0] != '\0' ? "DS4RT_GPU_QS_STAGE" : "default",
+                 r.minb == 1 ? "registers unbounded" : r.minb == 3 ? "registers for 3 blocks" : "registers for 4 blocks",
+                 bad3 ? "DS4RT_GPU_QS_MINB not understood" : s3 ? "DS4RT_GPU_QS_MINB" : "default",
                  stream);
         return r;
     }();
@@ -2323,6 +2296,13 @@ static const qs_forms *qs_decided(void) {
 }
 
 extern "C" const char *ds4rt_gk_mm_forms(void) { return qs_decided()->text; }
+
+/* mm_qs_kernel of the decided arithmetic form for IQ2_XXS or Q2_K weights, bounded for MINB blocks */
+template <int MINB>
+static mm_kernel_fn qs_pick(int type, const qs_forms *f) {
+    if (type == T_IQ2_XXS) return f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW, MINB> : mm_qs_kernel<T_IQ2_XXS, QS_OLD, MINB>;
+    return f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW, MINB> : mm_qs_kernel<T_Q2_K, QS_OLD, MINB>;
+}
 
 /* Launches the product of a dense matrix (EXPERTS false: grid rows are token tiles) or an
  * expert stack (grid rows are slots). */
@@ -2352,13 +2332,7 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (n_grid_rows > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld slots is too many", what, (long long)n_grid_rows);
         const dim3 grid((unsigned)((w->rows + QS_R - 1) / QS_R), (unsigned)n_grid_rows, gz);
         const qs_forms *f = qs_decided();
-        mm_kernel_fn k;
-        if (f->stage)
-            k = w->type == T_IQ2_XXS ? (f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW, true> : mm_qs_kernel<T_IQ2_XXS, QS_OLD, true>)
-                                     : (f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW, true> : mm_qs_kernel<T_Q2_K, QS_OLD, true>);
-        else
-            k = w->type == T_IQ2_XXS ? (f->iq2 == QS_NEW ? mm_qs_kernel<T_IQ2_XXS, QS_NEW, false> : mm_qs_kernel<T_IQ2_XXS, QS_OLD, false>)
-                                     : (f->q2k == QS_NEW ? mm_qs_kernel<T_Q2_K, QS_NEW, false> : mm_qs_kernel<T_Q2_K, QS_OLD, false>);
+        const mm_kernel_fn k = f->minb == 3 ? qs_pick<3>(w->type, f) : f->minb == 4 ? qs_pick<4>(w->type, f) : qs_pick<1>(w->type, f);
         hipLaunchKernelGGL(k, grid, dim3(QS_NT), 0, s, a);
     } else if (kind == A_Q8_0 || kind == A_Q8_K) {
         a.nb = w->cols / block_elems(w->type);

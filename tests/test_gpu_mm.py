@@ -72,11 +72,11 @@ FORMS = [
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "1"}, "Q2_K mm_qs new (DS4RT_GPU_QS_Q2K)"),
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "old"}, "Q2_K mm_qs old (DS4RT_GPU_QS_Q2K)"),
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "0"}, "Q2_K mm_q (DS4RT_GPU_QS_Q2K)"),
-    # the step's weights staged in shared memory first, with either arithmetic
-    ("IQ2_XXS", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_IQ2": "old"}, "staged in shared memory"),
-    ("IQ2_XXS", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_IQ2": "new"}, "staged in shared memory"),
-    ("Q2_K", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_Q2K": "1"}, "staged in shared memory"),
-    ("Q2_K", {"DS4RT_GPU_QS_STAGE": "1", "DS4RT_GPU_QS_Q2K": "old"}, "staged in shared memory"),
+    # registers bounded for 3 or 4 blocks per multiprocessor (spills included), either arithmetic
+    ("IQ2_XXS", {"DS4RT_GPU_QS_MINB": "3", "DS4RT_GPU_QS_IQ2": "old"}, "registers for 3 blocks"),
+    ("IQ2_XXS", {"DS4RT_GPU_QS_MINB": "4", "DS4RT_GPU_QS_IQ2": "new"}, "registers for 4 blocks"),
+    ("Q2_K", {"DS4RT_GPU_QS_MINB": "3", "DS4RT_GPU_QS_Q2K": "1"}, "registers for 3 blocks"),
+    ("Q2_K", {"DS4RT_GPU_QS_MINB": "4", "DS4RT_GPU_QS_Q2K": "old"}, "registers for 4 blocks"),
 ]
 
 
@@ -145,7 +145,7 @@ def test_raw_float_rows_match_cpu_bitwise(test_mm, wtype):
 
 
 def test_expert_forms_default_reported(test_mm):
-    knobs = ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K", "DS4RT_GPU_QS_STAGE")
+    knobs = ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K", "DS4RT_GPU_QS_MINB")
     env = {k: v for k, v in os.environ.items() if k not in knobs}
     r = subprocess.run(
         [test_mm, "--type", "none"], capture_output=True, text=True, timeout=600, env=env
@@ -154,7 +154,7 @@ def test_expert_forms_default_reported(test_mm):
         pytest.skip(r.stdout.strip() or "no GPU device")
     info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
     assert info and "IQ2_XXS mm_qs old (default), Q2_K mm_qs new (default)" in info[0], info
-    assert "loaded by each item (default)" in info[0], info
+    assert "registers unbounded (default)" in info[0], info
 
 
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256

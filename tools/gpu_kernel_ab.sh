@@ -65,7 +65,7 @@ with_setting() {
   shift
   local -a envs=()
   [ -z "${spec#*:}" ] || IFS=, read -r -a envs <<<"${spec#*:}"
-  env -u DS4RT_GPU_QS_IQ2 -u DS4RT_GPU_QS_Q2K -u DS4RT_GPU_QS_STAGE ${envs[@]+"${envs[@]}"} "$@"
+  env -u DS4RT_GPU_QS_IQ2 -u DS4RT_GPU_QS_Q2K -u DS4RT_GPU_QS_MINB ${envs[@]+"${envs[@]}"} "$@"
 }
 
 site=$WORK/site
