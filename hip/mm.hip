@@ -792,10 +792,11 @@ __global__ void __launch_bounds__(QROWS * QLANES) mm_q_kernel(mm_args a) {
  * bounded for (__launch_bounds__' second argument; 1: no bound). Unbounded, the IQ2_XXS forms
  * take 115 / 122 registers and the Q2_K forms 87 / 89 (nvcc 13.0, sm_90), so 2 blocks of 256
  * threads fit an SM: 4 warps per scheduler, and a decode's 6 slots of a 2048-row expert (384
- * blocks) take 1.45 waves of the H100's 264 block slots. Nsight Compute on an H100 (2026-12-07,
- * docs/PERFORMANCE.md "Expert products bounded for three blocks"): 9.7 cycles between a warp's
- * instructions, 47 % of the memory system busy, 25 % occupancy the limit. Bounded for 3 blocks
- * the forms fit 80 registers (IQ2_XXS QS_OLD spills 28 bytes, Q2_K none), one wave at n = 1. */
+ * blocks) take 1.45 waves of the H100's 264 block slots. Nsight Compute on an H100
+ * (docs/PERFORMANCE.md, "GPU against llama.cpp in the same run, with the knobs"): 9.7 cycles
+ * between a warp's instructions, 17-26 % of DRAM's bandwidth used, occupancy 25 % by registers.
+ * Bounded for 3 blocks the forms fit 80 registers (IQ2_XXS QS_OLD spills 28 bytes, Q2_K none),
+ * one wave at n = 1. */
 template <int TYPE, int FORM, int MINB>
 __global__ void __launch_bounds__(QS_NT, MINB) mm_qs_kernel(mm_args a) {
     constexpr int SUB = TYPE == T_IQ2_XXS ? 2 : 4;    /* threads per block term */
