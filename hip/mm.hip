@@ -1691,8 +1691,7 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
                 UNROLL
                 for (int k = 0; k < XL; k++) {
                     const int64_t e = e0 + (int64_t)(k * FS_NT + tid) * 4;
-                    xp[t][k] = e < cols ? x_in<TYPE>(*(const float4 *)(const void *)(xr + e), a.round_x)
-                                        : make_float4(0.f, 0.f, 0.f, 0.f);
+                    xp[t][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
                 }
             }
     };
@@ -1708,7 +1707,7 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
         for (int t = 0; t < TT; t++)
             if (t < nt)
                 UNROLL
-                for (int k = 0; k < XL; k++) *(float4 *)(void *)&xs[t][(k * FS_NT + tid) * 4] = xp[t][k];
+                for (int k = 0; k < XL; k++) *(float4 *)(void *)&xs[t][(k * FS_NT + tid) * 4] = x_in<TYPE>(xp[t][k], a.round_x);
         __syncthreads();
         if (e0 + CE < cols) issue_w(e0 + CE), issue_x(e0 + CE);
         if (g < nt) { /* uniform over the warp */
@@ -1770,12 +1769,7 @@ __global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
         UNROLL
         for (int k = 0; k < XL; k++) {
             const int64_t e = (int64_t)st * CE + (int64_t)(k * NT + tid) * 4;
-            xp[st][k] = e < cols ? x_in<TYPE>(*(const float4 *)(const void *)(xr + e), RMS ? 0 : a.round_x)
-                                 : make_float4(0.f, 0.f, 0.f, 0.f);
-            if constexpr (RMS) {
-                xp[st][k].x = act_round<TYPE>(xp[st][k].x * inv), xp[st][k].y = act_round<TYPE>(xp[st][k].y * inv);
-                xp[st][k].z = act_round<TYPE>(xp[st][k].z * inv), xp[st][k].w = act_round<TYPE>(xp[st][k].w * inv);
-            }
+            xp[st][k] = e < cols ? *(const float4 *)(const void *)(xr + e) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
     float acc = 0.0f;
     UNROLL
@@ -1786,7 +1780,16 @@ __global__ void __launch_bounds__(256) mm_fs1_kernel(mm_args a, int64_t cols) {
         UNROLL
         for (int k = 0; k < WL; k++) unpack_store<TYPE>(wp[st][k], &wf[(k * NT + tid) * EW]);
         UNROLL
-        for (int k = 0; k < XL; k++) *(float4 *)(void *)&xs[(k * NT + tid) * 4] = xp[st][k];
+        for (int k = 0; k < XL; k++) {
+            float4 v = xp[st][k];
+            if constexpr (RMS) {
+                v.x = act_round<TYPE>(v.x * inv), v.y = act_round<TYPE>(v.y * inv);
+                v.z = act_round<TYPE>(v.z * inv), v.w = act_round<TYPE>(v.w * inv);
+            } else {
+                v = x_in<TYPE>(v, a.round_x);
+            }
+            *(float4 *)(void *)&xs[(k * NT + tid) * 4] = v;
+        }
         __syncthreads();
         if (g == 0) { /* warp 0 runs the 32 lane chains, as mm_fs_kernel's warp of token 0 */
             const int nj = (int)((cols - e0 < CE ? cols - e0 : CE) / 32);
@@ -2250,7 +2253,7 @@ static bool qt_fused(const ds4rt_gk_weight *w, int64_t n, uint32_t groups) {
  * reported by ds4rt_gk_mm_forms() (the backend appends it to the device's description):
  *   DS4RT_GPU_QS_IQ2 = old (default) | new: mm_qs_kernel's IQ2_XXS arithmetic (QS_OLD, QS_NEW);
  *   DS4RT_GPU_QS_Q2K = 1 or new (default: mm_qs_kernel, QS_NEW) | old (mm_qs_kernel, QS_OLD) |
- *   0 (mm_q_kernel); DS4RT_GPU_QS_MINB = 1 (default: no bound) | 3 | 4: the blocks per
+ *   0 (mm_q_kernel); DS4RT_GPU_QS_MINB = 3 (default) | 1 (no bound) | 4: the blocks per
  *   multiprocessor mm_qs_kernel's registers are bounded for (MINB). Every form gives the same bits
  *   (tests/test_gpu_mm.py runs each). The
  *   defaults are the measured ones: on an H100, expert shapes, IQ2_XXS QS_NEW took 1.13x QS_OLD's
@@ -2260,7 +2263,7 @@ static bool qt_fused(const ds4rt_gk_weight *w, int64_t n, uint32_t groups) {
 typedef struct {
     int iq2;    /* QS_OLD or QS_NEW */
     int q2k;    /* -1: mm_q_kernel; else the mm_qs_kernel form */
-    int minb;   /* DS4RT_GPU_QS_MINB: 1, 3 or 4 (MINB) */
+    int minb;   /* DS4RT_GPU_QS_MINB: 3 (default), 1 or 4 (MINB) */
     char text[320];
 } qs_forms;
 
@@ -2277,8 +2280,8 @@ static const qs_forms *qs_decided(void) {
                           strcmp(e2, "new") != 0;
         const char *e3 = getenv("DS4RT_GPU_QS_MINB");
         const bool s3 = e3 != NULL && e3[0] != '\0';
-        r.minb = s3 && strcmp(e3, "3") == 0 ? 3 : s3 && strcmp(e3, "4") == 0 ? 4 : 1;
-        const bool bad3 = s3 && r.minb == 1 && strcmp(e3, "1") != 0;
+        r.minb = s3 && strcmp(e3, "1") == 0 ? 1 : s3 && strcmp(e3, "4") == 0 ? 4 : 3;
+        const bool bad3 = s3 && r.minb == 3 && strcmp(e3, "3") != 0;
         const long qs = qt_stream_forced();
         char stream[64];
         if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (DS4RT_GPU_QT_STREAM)");

@@ -72,10 +72,11 @@ FORMS = [
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "1"}, "Q2_K mm_qs new (DS4RT_GPU_QS_Q2K)"),
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "old"}, "Q2_K mm_qs old (DS4RT_GPU_QS_Q2K)"),
     ("Q2_K", {"DS4RT_GPU_QS_Q2K": "0"}, "Q2_K mm_q (DS4RT_GPU_QS_Q2K)"),
-    # registers bounded for 3 or 4 blocks per multiprocessor (spills included), either arithmetic
-    ("IQ2_XXS", {"DS4RT_GPU_QS_MINB": "3", "DS4RT_GPU_QS_IQ2": "old"}, "registers for 3 blocks"),
+    # registers unbounded or bounded for 4 blocks per multiprocessor (spills included; 3 is the
+    # default), either arithmetic
+    ("IQ2_XXS", {"DS4RT_GPU_QS_MINB": "1", "DS4RT_GPU_QS_IQ2": "old"}, "registers unbounded"),
     ("IQ2_XXS", {"DS4RT_GPU_QS_MINB": "4", "DS4RT_GPU_QS_IQ2": "new"}, "registers for 4 blocks"),
-    ("Q2_K", {"DS4RT_GPU_QS_MINB": "3", "DS4RT_GPU_QS_Q2K": "1"}, "registers for 3 blocks"),
+    ("Q2_K", {"DS4RT_GPU_QS_MINB": "1", "DS4RT_GPU_QS_Q2K": "1"}, "registers unbounded"),
     ("Q2_K", {"DS4RT_GPU_QS_MINB": "4", "DS4RT_GPU_QS_Q2K": "old"}, "registers for 4 blocks"),
 ]
 
@@ -154,7 +155,7 @@ def test_expert_forms_default_reported(test_mm):
         pytest.skip(r.stdout.strip() or "no GPU device")
     info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
     assert info and "IQ2_XXS mm_qs old (default), Q2_K mm_qs new (default)" in info[0], info
-    assert "registers unbounded (default)" in info[0], info
+    assert "registers for 3 blocks (default)" in info[0], info
 
 
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256
