@@ -4,7 +4,7 @@ quantised matrix product the CPU backend runs, plus the choice of CPU kernel pat
     from ds4rt import ops
     w = ops.dequantize(raw, "Q4_K", 4096)             # float32[4096], bit-exact with gguf-py
     y = ops.matmul(raw_w, "IQ2_XXS", rows, cols, x)   # x[n_tok, cols] -> y[n_tok, rows]
-    ops.isa()                                         # "avx2", "avx512", "avx512-vnni", "neon", ...
+    ops.isa()                                         # "avx2", "avx512", "avx512-vbmi", ...
 
 Types are given as ggml names ("Q8_0") or ids (8). See docs/QUANTS.md for the formats, how the
 activations are rounded, and the results' exactness.
@@ -61,7 +61,7 @@ COMPUTE_TYPES = (
 _ACT_BLOCK = {"Q8_0": 32, "Q4_0": 32, "MXFP4": 32, "F32": 1, "F16": 1, "BF16": 1}
 
 # Every CPU path ds4rt knows by name (which are usable depends on the build and the CPU).
-ALL_ISAS = ("scalar", "avx2", "avx512", "avx512-vnni", "neon", "neon-dotprod")
+ALL_ISAS = ("scalar", "avx2", "avx512", "avx512-vnni", "avx512-vbmi", "neon", "neon-dotprod")
 
 
 def type_id(qtype: str | int) -> int:

@@ -43,8 +43,8 @@ DS4RT_API ds4rt_status ds4rt_matmul_host(uint32_t type, const void *w, int64_t r
 DS4RT_API ds4rt_status ds4rt_quantize_activation(uint32_t weight_type, const float *x, int64_t n,
                                                  int8_t *q, float *scales);
 
-/* Name of the CPU kernel path in use: "scalar", "avx2", "avx512", "avx512-vnni", "neon" or
- * "neon-dotprod". Chosen at first use from the CPU's features, or by the environment variable
+/* Name of the CPU kernel path in use: "scalar", "avx2", "avx512", "avx512-vnni", "avx512-vbmi",
+ * "neon" or "neon-dotprod". Chosen at first use from the CPU's features, or by the environment variable
  * DS4RT_CPU_ISA. */
 DS4RT_API const char *ds4rt_cpu_isa(void);
 

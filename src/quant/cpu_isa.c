@@ -48,6 +48,7 @@ static const isa_entry compiled[] = {
     {"avx2", &ds4rt_kernels_avx2},
     {"avx512", &ds4rt_kernels_avx512},
     {"avx512-vnni", &ds4rt_kernels_avx512_vnni},
+    {"avx512-vbmi", &ds4rt_kernels_avx512_vbmi},
 #endif
 #if defined(__aarch64__)
     {"neon", &ds4rt_kernels_neon},
@@ -78,6 +79,10 @@ static const char *cpu_lacks(const char *name) {
     if (strcmp(name, "avx512") == 0) return avx512 ? NULL : "this CPU lacks AVX-512 F/BW/VL";
     if (strcmp(name, "avx512-vnni") == 0)
         return avx512 && __builtin_cpu_supports("avx512vnni") ? NULL : "this CPU lacks AVX-512 F/BW/VL/VNNI";
+    if (strcmp(name, "avx512-vbmi") == 0)
+        return avx512 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi")
+                   ? NULL
+                   : "this CPU lacks AVX-512 F/BW/VL/VNNI/VBMI";
 #endif
 #if defined(__aarch64__)
     if (strcmp(name, "neon") == 0) return NULL;
@@ -101,8 +106,8 @@ const ds4rt_cpu_kernels *ds4rt_cpu_lookup(const char *name, const char **why) {
         if (why) *why = lack;
         return lack ? NULL : compiled[i].table;
     }
-    static const char *const known[] = {"avx2", "avx512", "avx512-vnni", "neon", "neon-dotprod"};
-    if (why) *why = "unknown CPU path name (scalar, avx2, avx512, avx512-vnni, neon, neon-dotprod, auto)";
+    static const char *const known[] = {"avx2", "avx512", "avx512-vnni", "avx512-vbmi", "neon", "neon-dotprod"};
+    if (why) *why = "unknown CPU path name (scalar, avx2, avx512, avx512-vnni, avx512-vbmi, neon, neon-dotprod, auto)";
     for (size_t i = 0; i < DS4RT_ARRAY_LEN(known); i++)
         if (strcmp(known[i], name) == 0 && why) *why = "not compiled for this architecture";
     return NULL;

@@ -47,7 +47,7 @@ static inline int ds4rt_lanes_for(uint32_t wtype) {
 }
 
 typedef struct ds4rt_cpu_kernels {
-    const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "neon", "neon-dotprod" */
+    const char *name; /* "scalar", "avx2", "avx512", "avx512-vnni", "avx512-vbmi", "neon", "neon-dotprod" */
     ds4rt_dot_fn dot[DS4RT_TYPE_COUNT];   /* indexed by weight type; NULL = not computable */
     /* Q8_0 rows in the X8 layout (repack.h), with DS4RT_ACT_Q8_0_X8 activations; every path
      * has one (a portable one where the path has no faster), so weights repacked for one path
@@ -79,6 +79,7 @@ void ds4rt_rows_q8_0_r16_portable(const uint8_t *w, uint64_t row_bytes, int64_t 
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx2;
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx512;
 extern const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni;
+extern const ds4rt_cpu_kernels ds4rt_kernels_avx512_vbmi; /* avx512-vnni + IQ2_XXS by VBMI */
 /* kernels_avx512_vnni.c: the X8 kernel with AVX-512 VNNI's 4-byte dot products */
 void ds4rt_dot_q8_0_x8_vnni(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok, int64_t k0,
                             int64_t k1, float *lanes, int64_t lane_stride);

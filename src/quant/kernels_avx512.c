@@ -6,6 +6,8 @@
  * as kernels_scalar.c, so results are bitwise those of every other path. AVX-512BW has no byte
  * sign instruction: signs are applied with a byte mask (x negated where the mask bit is set).
  */
+#include <pthread.h>
+
 #include "kernels_avx2_tiles.h"
 #include "repack.h"
 
@@ -398,53 +400,163 @@ ALWAYS_INLINE void iq2_xxs_block(const ds4rt_block_iq2_xxs *blk, const qk_rows *
     }
 }
 
-/* Blocks one at a time where the lane period is incomplete (lane b & 7 gets
- * ((d * xd) * sum) * 0.125), and whole periods of 8 blocks with the 8 sums reduced together
- * and the same f32 formula applied lane-wise: the same operations per lane, fewer reductions. */
-ALWAYS_INLINE void tile_iq2_xxs(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) {
-    qk_rows r;
-    qk_rows_init(&r, a, t0, T);
-    float *L[TMAX];
-    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;
-    const int64_t b1 = k1 / 256;
-    int64_t b = k0 / 256;
-    for (; b < b1 && ((b & 7) != 0 || b1 - b < 8); b++) {
-        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
-        __m512i acc[TMAX];
-        iq2_xxs_block(blk, &r, b, T, acc);
-        const float d = f16c(blk->d);
-        for (int t = 0; t < T; t++)
-            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
-    }
-    for (; b + 8 <= b1; b += 8) {
-        __m256i part[TMAX][8];
-        uint16_t dh[8];
-        for (int k = 0; k < 8; k++) {
-            const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + (b + k) * 66);
-            __m512i acc[TMAX];
-            iq2_xxs_block(blk, &r, b + k, T, acc);
-            for (int t = 0; t < T; t++) part[t][k] = fold256(acc[t]);
-            dh[k] = ds4rt_rd_u16(blk->d);
+/* ================= IQ2_XXS with AVX-512 VBMI (the path avx512-vbmi) =================
+ * iq2_xxs_block gathers each sub-block's four 8-byte grid rows by scalar loads and spreads its
+ * sign bits with pdep: ~48 instructions per 64 weights whatever the token count, 3.3 GB/s a
+ * core on a Zen 4 (docs/PERFORMANCE.md, "IQ2_XXS on the CPU with AVX-512 VBMI"). Here a whole
+ * block is decoded in registers: every grid byte is one of 8, 25, 43, so a grid row is 8 two-bit
+ * codes (16 bits) and the 256 rows a 512-byte table held in 8 registers; the block's 32 indices
+ * select their codes by 4 two-register word permutes and 3 blends, a byte permute and a
+ * multishift put code j at byte j of its row, a byte shuffle maps codes to magnitudes. The sign
+ * indices are cut from the aux words by a multishift and looked up in ksigns (128 bytes, two
+ * registers) by one byte permute; the sub-block scales come from the aux words' top 4 bits. The
+ * products are those of iq2_xxs_block (magnitudes x activations negated where the sign is set,
+ * pairs summed, times the scale, exact), so the block sums, and the results, are the same. */
+#define VBMI __attribute__((target("avx512vbmi")))
+
+/* The tables, made once: grid rows as codes, and the constant permutations of the block decode. */
+static uint16_t iq2_codes[256];  /* grid row i: code j = index of its byte j in {8, 25, 43} */
+static int8_t iq2_gperm[64];     /* word i <- block byte 8 (i / 4) + i % 4: the grid indices */
+static int8_t iq2_cwidx[4][64];  /* k: qword g <- code word 8k + g (bytes 0, 1) */
+static int8_t iq2_sgidx[4][64];  /* k: byte 8g + j <- sign byte of group 8k + g */
+static int16_t iq2_lsidx[4][32]; /* k: words 0..15 <- scale of sub-block 2k, 16..31 <- of 2k + 1 */
+static pthread_once_t iq2_tables_once = PTHREAD_ONCE_INIT;
+static void iq2_tables_make(void) {
+    for (int i = 0; i < 256; i++) {
+        uint16_t c = 0;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t v = (uint8_t)(ds4rt_iq2xxs_grid[i] >> (8 * j));
+            c |= (uint16_t)((v == 0x19 ? 1 : v == 0x2b ? 2 : 0) << (2 * j));
         }
-        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));
-        for (int t = 0; t < T; t++) {
-            const __m256i sums = hsum8x8_512(join256(part[t][0], part[t][1]), join256(part[t][2], part[t][3]),
-                                             join256(part[t][4], part[t][5]), join256(part[t][6], part[t][7]));
-            const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(d8, _mm256_loadu_ps(r.xd[t] + b)),
-                                                            _mm256_cvtepi32_ps(sums)),
-                                              _mm256_set1_ps(0.125f));
-            _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));
-        }
+        iq2_codes[i] = c;
     }
-    for (; b < b1; b++) { /* the tail of a range that did not start on a period */
-        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);
-        __m512i acc[TMAX];
-        iq2_xxs_block(blk, &r, b, T, acc);
-        const float d = f16c(blk->d);
-        for (int t = 0; t < T; t++)
-            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;
+    for (int i = 0; i < 64; i++) iq2_gperm[i] = (int8_t)(8 * ((i / 2) / 4) + (i / 2) % 4);
+    for (int k = 0; k < 4; k++) {
+        for (int i = 0; i < 64; i++) {
+            const int g = i / 8;
+            iq2_cwidx[k][i] = (int8_t)(2 * (8 * k + g) + (i % 8 == 1));
+            iq2_sgidx[k][i] = (int8_t)(8 * (2 * k + g / 4) + g % 4);
+        }
+        for (int w = 0; w < 32; w++) iq2_lsidx[k][w] = (int16_t)(4 * (2 * k + w / 16));
     }
 }
+
+typedef struct {
+    __m512i code[8];           /* iq2_codes, 32 words a register */
+    __m512i ks0, ks1;          /* ds4rt_ksigns, 64 bytes a register */
+    __m512i gperm, cw[4], sg[4], ls[4];
+} iq2_vbmi_tables;
+
+ALWAYS_INLINE VBMI void iq2_vbmi_tables_load(iq2_vbmi_tables *tb) {
+    pthread_once(&iq2_tables_once, iq2_tables_make);
+    for (int i = 0; i < 8; i++) tb->code[i] = loadu512(iq2_codes + 32 * i);
+    tb->ks0 = loadu512(ds4rt_ksigns);
+    tb->ks1 = loadu512(ds4rt_ksigns + 64);
+    tb->gperm = loadu512(iq2_gperm);
+    for (int k = 0; k < 4; k++) {
+        tb->cw[k] = loadu512(iq2_cwidx[k]);
+        tb->sg[k] = loadu512(iq2_sgidx[k]);
+        tb->ls[k] = loadu512(iq2_lsidx[k]);
+    }
+}
+
+ALWAYS_INLINE VBMI void iq2_xxs_block_vbmi(const ds4rt_block_iq2_xxs *blk, const iq2_vbmi_tables *tb,
+                                           const qk_rows *r, int64_t b, int T, __m512i *acc) {
+    const __m512i q = loadu512(blk->qs); /* qword s: sub-block s (4 grid indices, aux) */
+    /* the 32 grid indices as words: word i = byte 8 (i / 4) + i % 4 */
+    const __m512i gidx = _mm512_maskz_permutexvar_epi8((__mmask64)0x5555555555555555ULL, tb->gperm, q);
+    const __m512i c01 = _mm512_permutex2var_epi16(tb->code[0], gidx, tb->code[1]);
+    const __m512i c23 = _mm512_permutex2var_epi16(tb->code[2], gidx, tb->code[3]);
+    const __m512i c45 = _mm512_permutex2var_epi16(tb->code[4], gidx, tb->code[5]);
+    const __m512i c67 = _mm512_permutex2var_epi16(tb->code[6], gidx, tb->code[7]);
+    const __mmask32 b6 = _mm512_test_epi16_mask(gidx, _mm512_set1_epi16(64));
+    const __mmask32 b7 = _mm512_test_epi16_mask(gidx, _mm512_set1_epi16(128));
+    const __m512i codes = _mm512_mask_blend_epi16(b7, _mm512_mask_blend_epi16(b6, c01, c23),
+                                                  _mm512_mask_blend_epi16(b6, c45, c67));
+    /* sign bytes: qword s, bytes 0..3 = ksigns[(aux_s >> 7g) & 127], aux_s = bits 32..63 */
+    const __m512i sctl = _mm512_set1_epi64(0x352e2720352e2720LL); /* 32, 39, 46, 53, twice */
+    const __m512i sidx = _mm512_and_si512(_mm512_multishift_epi64_epi8(sctl, q), _mm512_set1_epi8(0x7f));
+    const __m512i sbytes = _mm512_permutex2var_epi8(tb->ks0, sidx, tb->ks1);
+    /* scales 2 (aux >> 28) + 1 in the low word of each qword */
+    const __m512i sc = _mm512_or_si512(_mm512_slli_epi64(_mm512_srli_epi64(q, 60), 1), _mm512_set1_epi64(1));
+    const __m512i bits = _mm512_set1_epi64(0x8040201008040201LL);
+    const __m512i vtab = _mm512_set4_epi32(0, 0, 0, 0x002b1908); /* codes 0, 1, 2 -> 8, 25, 43 */
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m512i cctl = _mm512_set1_epi64(0x0e0c0a0806040200LL); /* byte j: bits 2j.. of its qword */
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) { /* sub-blocks 2k, 2k + 1: groups 8k .. 8k + 7 */
+        /* qword g of the 64 weights holds group 8k + g's code word; then code j to byte j */
+        const __m512i cw = _mm512_permutexvar_epi8(tb->cw[k], codes);
+        const __m512i mag = _mm512_shuffle_epi8(vtab, _mm512_and_si512(_mm512_multishift_epi64_epi8(cctl, cw), m3));
+        /* byte 8g + j: sign byte of group 8k + g (qword s = 2k + g / 4, byte g % 4), tested at bit j */
+        const __m512i sg = _mm512_permutexvar_epi8(tb->sg[k], sbytes);
+        const __mmask64 neg = _mm512_test_epi8_mask(sg, bits);
+        /* words 0..15: the scale of sub-block 2k, 16..31: of 2k + 1 */
+        const __m512i lsv = _mm512_permutexvar_epi16(tb->ls[k], sc);
+        for (int t = 0; t < T; t++) {
+            const __m512i x = loadu512(r->xq[t] + b * 256 + 64 * k);
+            const __m512i xs = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+            acc[t] = _mm512_add_epi32(acc[t], dot_u8_scaled_512(mag, xs, lsv));
+        }
+    }
+}
+
+/* The IQ2_XXS tile, for either block decode (BLOCK, after SETUP): blocks one at a time where the
+ * lane period is incomplete (lane b & 7 gets ((d * xd) * sum) * 0.125), and whole periods of 8
+ * blocks with the 8 sums reduced together and the same f32 formula applied lane-wise: the same
+ * operations per lane, fewer reductions. */
+#define DEF_TILE_IQ2_XXS(NAME, ATTR, SETUP, BLOCK)                                                                   \
+ALWAYS_INLINE ATTR void NAME(const uint8_t *w, const ds4rt_act *a, int64_t t0, int T, int64_t k0, int64_t k1, float *lanes, int64_t ls) { \
+    SETUP;                                                                                                           \
+    qk_rows r;                                                                                                       \
+    qk_rows_init(&r, a, t0, T);                                                                                      \
+    float *L[TMAX];                                                                                                  \
+    for (int t = 0; t < T; t++) L[t] = lanes + t * ls;                                                               \
+    const int64_t b1 = k1 / 256;                                                                                     \
+    int64_t b = k0 / 256;                                                                                            \
+    for (; b < b1 && ((b & 7) != 0 || b1 - b < 8); b++) {                                                            \
+        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);                    \
+        __m512i acc[TMAX];                                                                                           \
+        BLOCK(blk, &r, b, T, acc);                                                                                   \
+        const float d = f16c(blk->d);                                                                                \
+        for (int t = 0; t < T; t++)                                                                                  \
+            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;                     \
+    }                                                                                                                \
+    for (; b + 8 <= b1; b += 8) {                                                                                    \
+        __m256i part[TMAX][8];                                                                                       \
+        uint16_t dh[8];                                                                                              \
+        for (int k = 0; k < 8; k++) {                                                                                \
+            const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + (b + k) * 66);          \
+            __m512i acc[TMAX];                                                                                       \
+            BLOCK(blk, &r, b + k, T, acc);                                                                           \
+            for (int t = 0; t < T; t++) part[t][k] = fold256(acc[t]);                                                \
+            dh[k] = ds4rt_rd_u16(blk->d);                                                                            \
+        }                                                                                                            \
+        const __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)dh));                       \
+        for (int t = 0; t < T; t++) {                                                                                \
+            const __m256i sums = hsum8x8_512(join256(part[t][0], part[t][1]), join256(part[t][2], part[t][3]),       \
+                                             join256(part[t][4], part[t][5]), join256(part[t][6], part[t][7]));      \
+            const __m256 term = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(d8, _mm256_loadu_ps(r.xd[t] + b)),         \
+                                                            _mm256_cvtepi32_ps(sums)),                               \
+                                              _mm256_set1_ps(0.125f));                                               \
+            _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));                                      \
+        }                                                                                                            \
+    }                                                                                                                \
+    for (; b < b1; b++) { /* the tail of a range that did not start on a period */                                   \
+        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);                    \
+        __m512i acc[TMAX];                                                                                           \
+        BLOCK(blk, &r, b, T, acc);                                                                                   \
+        const float d = f16c(blk->d);                                                                                \
+        for (int t = 0; t < T; t++)                                                                                  \
+            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;                     \
+    }                                                                                                                \
+}
+
+#define IQ2_BLOCK_PLAIN(blk, r, b, T, acc) iq2_xxs_block(blk, r, b, T, acc)
+#define IQ2_BLOCK_VBMI(blk, r, b, T, acc) iq2_xxs_block_vbmi(blk, &tb, r, b, T, acc)
+DEF_TILE_IQ2_XXS(tile_iq2_xxs, , (void)0, IQ2_BLOCK_PLAIN)
+DEF_TILE_IQ2_XXS(tile_iq2_xxs_vbmi, VBMI, iq2_vbmi_tables tb; iq2_vbmi_tables_load(&tb), IQ2_BLOCK_VBMI)
 
 /* ================= dispatch on the tile size ================= */
 
@@ -478,6 +590,16 @@ DEF_DISPATCH(q4_K, C_Q4_K)
 DEF_DISPATCH(q5_K, C_Q5_K)
 DEF_DISPATCH(q6_K, C_Q6_K)
 DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
+
+static VBMI void dot_iq2_xxs_vbmi(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0, int64_t k1,
+                                  float *lanes, int64_t ls) {
+    switch (n) {
+    case 1: tile_iq2_xxs_vbmi(w, a, t0, 1, k0, k1, lanes, ls); break;
+    case 2: tile_iq2_xxs_vbmi(w, a, t0, 2, k0, k1, lanes, ls); break;
+    case 3: tile_iq2_xxs_vbmi(w, a, t0, 3, k0, k1, lanes, ls); break;
+    default: tile_iq2_xxs_vbmi(w, a, t0, 4, k0, k1, lanes, ls); break;
+    }
+}
 
 /* The avx512 table, and avx512-vnni: the same kernels, plus Q8_0 weights repacked into the X8
  * layout (repack.h) for kernels_avx512_vnni.c, compiled with the VNNI flag on its own so that
@@ -513,6 +635,25 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni = {
     .rows_q8_0_x8 = ds4rt_rows_q8_0_x8_vnni,
     /* Q8_0 matrices of up to 384 columns in panels of 16 rows (R16): 1.6-4x faster than X8 per
      * row at 2 or more tokens, about as fast at one (docs/QUANTS.md, "The Q8_0 R16 layout") */
+    .rows_q8_0_r16 = ds4rt_rows_q8_0_r16_vnni,
+    .q8_0_r16 = 1,
+    .act_row = ds4rt_act_row_avx2,
+};
+
+/* avx512-vbmi: avx512-vnni's kernels with the IQ2_XXS block decoded in registers (VBMI's byte
+ * permutes and multishift, above): the same bits, for CPUs that have VNNI and VBMI (Ice Lake and
+ * later Xeons, Zen 4 and later). */
+const ds4rt_cpu_kernels ds4rt_kernels_avx512_vbmi = {
+    .name = "avx512-vbmi",
+    .dot = {[DS4RT_TYPE_F32] = dot_f32, [DS4RT_TYPE_F16] = dot_f16, [DS4RT_TYPE_BF16] = dot_bf16,
+            [DS4RT_TYPE_Q8_0] = dot_q8_0, [DS4RT_TYPE_Q4_0] = dot_q4_0, [DS4RT_TYPE_MXFP4] = dot_mxfp4,
+            [DS4RT_TYPE_Q2_K] = dot_q2_K, [DS4RT_TYPE_Q4_K] = dot_q4_K, [DS4RT_TYPE_Q5_K] = dot_q5_K,
+            [DS4RT_TYPE_Q6_K] = dot_q6_K, [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs_vbmi},
+    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_vnni,
+    .q8_0_layout = DS4RT_LAYOUT_Q8_0_X8,
+    .rows = {[DS4RT_TYPE_F32] = rows_f32, [DS4RT_TYPE_F16] = rows_f16, [DS4RT_TYPE_BF16] = rows_bf16,
+             [DS4RT_TYPE_Q8_0] = ds4rt_rows_q8_0_vnni},
+    .rows_q8_0_x8 = ds4rt_rows_q8_0_x8_vnni,
     .rows_q8_0_r16 = ds4rt_rows_q8_0_r16_vnni,
     .q8_0_r16 = 1,
     .act_row = ds4rt_act_row_avx2,
