@@ -515,15 +515,17 @@ ALWAYS_INLINE ATTR void NAME(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
     for (int t = 0; t < T; t++) L[t] = lanes + t * ls;                                                               \
     const int64_t b1 = k1 / 256;                                                                                     \
     int64_t b = k0 / 256;                                                                                            \
-    for (; b < b1 && ((b & 7) != 0 || b1 - b < 8); b++) {                                                            \
-        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);                    \
-        __m512i acc[TMAX];                                                                                           \
-        BLOCK(blk, &r, b, T, acc);                                                                                   \
-        const float d = f16c(blk->d);                                                                                \
-        for (int t = 0; t < T; t++)                                                                                  \
-            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;                     \
-    }                                                                                                                \
-    for (; b + 8 <= b1; b += 8) {                                                                                    \
+    while (b < b1) {                                                                                                 \
+        if ((b & 7) != 0 || b1 - b < 8) { /* a block off the lane period */                                          \
+            const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);                \
+            __m512i acc[TMAX];                                                                                       \
+            BLOCK(blk, &r, b, T, acc);                                                                               \
+            const float d = f16c(blk->d);                                                                            \
+            for (int t = 0; t < T; t++)                                                                              \
+                L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;                 \
+            b++;                                                                                                     \
+            continue;                                                                                                \
+        }                                                                                                            \
         __m256i part[TMAX][8];                                                                                       \
         uint16_t dh[8];                                                                                              \
         for (int k = 0; k < 8; k++) {                                                                                \
@@ -542,14 +544,7 @@ ALWAYS_INLINE ATTR void NAME(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
                                               _mm256_set1_ps(0.125f));                                               \
             _mm256_storeu_ps(L[t], _mm256_add_ps(_mm256_loadu_ps(L[t]), term));                                      \
         }                                                                                                            \
-    }                                                                                                                \
-    for (; b < b1; b++) { /* the tail of a range that did not start on a period */                                   \
-        const ds4rt_block_iq2_xxs *blk = (const ds4rt_block_iq2_xxs *)(const void *)(w + b * 66);                    \
-        __m512i acc[TMAX];                                                                                           \
-        BLOCK(blk, &r, b, T, acc);                                                                                   \
-        const float d = f16c(blk->d);                                                                                \
-        for (int t = 0; t < T; t++)                                                                                  \
-            L[t][b & 7] += ((d * r.xd[t][b]) * (float)_mm512_reduce_add_epi32(acc[t])) * 0.125f;                     \
+        b += 8;                                                                                                      \
     }                                                                                                                \
 }
 
@@ -560,16 +555,17 @@ DEF_TILE_IQ2_XXS(tile_iq2_xxs_vbmi, VBMI, iq2_vbmi_tables tb; iq2_vbmi_tables_lo
 
 /* ================= dispatch on the tile size ================= */
 
-#define DEF_DISPATCH(name, CALL)                                                                    \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,     \
-                           int64_t k1, float *lanes, int64_t ls) {                                  \
-        switch (n) {                                                                                \
-        case 1: CALL(1); break;                                                                     \
-        case 2: CALL(2); break;                                                                     \
-        case 3: CALL(3); break;                                                                     \
-        default: CALL(4); break;                                                                    \
-        }                                                                                           \
+#define DEF_DISPATCH_ATTR(ATTR, name, CALL)                                                           \
+    static ATTR void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,  \
+                           int64_t k1, float *lanes, int64_t ls) {                                    \
+        switch (n) {                                                                                  \
+        case 1: CALL(1); break;                                                                       \
+        case 2: CALL(2); break;                                                                       \
+        case 3: CALL(3); break;                                                                       \
+        default: CALL(4); break;                                                                      \
+        }                                                                                             \
     }
+#define DEF_DISPATCH(name, CALL) DEF_DISPATCH_ATTR(, name, CALL)
 
 #define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
 /* Q4_0, MXFP4 and Q4_K use the 256-bit kernels (kernels_avx2_tiles.h), EVEX-encoded here: on a
@@ -591,15 +587,8 @@ DEF_DISPATCH(q5_K, C_Q5_K)
 DEF_DISPATCH(q6_K, C_Q6_K)
 DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
 
-static VBMI void dot_iq2_xxs_vbmi(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0, int64_t k1,
-                                  float *lanes, int64_t ls) {
-    switch (n) {
-    case 1: tile_iq2_xxs_vbmi(w, a, t0, 1, k0, k1, lanes, ls); break;
-    case 2: tile_iq2_xxs_vbmi(w, a, t0, 2, k0, k1, lanes, ls); break;
-    case 3: tile_iq2_xxs_vbmi(w, a, t0, 3, k0, k1, lanes, ls); break;
-    default: tile_iq2_xxs_vbmi(w, a, t0, 4, k0, k1, lanes, ls); break;
-    }
-}
+#define C_IQ2_XXS_VBMI(T) tile_iq2_xxs_vbmi(w, a, t0, T, k0, k1, lanes, ls)
+DEF_DISPATCH_ATTR(VBMI, iq2_xxs_vbmi, C_IQ2_XXS_VBMI)
 
 /* The avx512 table, and avx512-vnni: the same kernels, plus Q8_0 weights repacked into the X8
  * layout (repack.h) for kernels_avx512_vnni.c, compiled with the VNNI flag on its own so that
@@ -623,21 +612,21 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx512 = {
     .act_row = ds4rt_act_row_avx2, /* the AVX2 build of it (act_quant_avx2.c), also here */
 };
 
+/* The VNNI fields of avx512-vnni and avx512-vbmi. Q8_0 rows the X8 layout cannot hold (columns
+ * not a multiple of 128) stay in the file layout: the VNNI whole-row kernel takes those that fit
+ * a chunk. Q8_0 matrices of up to 384 columns in panels of 16 rows (R16): 1.6-4x faster than X8
+ * per row at 2 or more tokens, about as fast at one (docs/QUANTS.md, "The Q8_0 R16 layout"). */
+#define VNNI_FIELDS                                                                                     \
+    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_vnni, .q8_0_layout = DS4RT_LAYOUT_Q8_0_X8,                         \
+    .rows = {[DS4RT_TYPE_F32] = rows_f32, [DS4RT_TYPE_F16] = rows_f16, [DS4RT_TYPE_BF16] = rows_bf16,   \
+             [DS4RT_TYPE_Q8_0] = ds4rt_rows_q8_0_vnni},                                                 \
+    .rows_q8_0_x8 = ds4rt_rows_q8_0_x8_vnni, .rows_q8_0_r16 = ds4rt_rows_q8_0_r16_vnni, .q8_0_r16 = 1,  \
+    .act_row = ds4rt_act_row_avx2
+
 const ds4rt_cpu_kernels ds4rt_kernels_avx512_vnni = {
     .name = "avx512-vnni",
     .dot = AVX512_DOTS,
-    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_vnni,
-    .q8_0_layout = DS4RT_LAYOUT_Q8_0_X8,
-    /* Q8_0 rows the X8 layout cannot hold (columns not a multiple of 128) stay in the file
-     * layout: the VNNI whole-row kernel takes those that fit a chunk */
-    .rows = {[DS4RT_TYPE_F32] = rows_f32, [DS4RT_TYPE_F16] = rows_f16, [DS4RT_TYPE_BF16] = rows_bf16,
-             [DS4RT_TYPE_Q8_0] = ds4rt_rows_q8_0_vnni},
-    .rows_q8_0_x8 = ds4rt_rows_q8_0_x8_vnni,
-    /* Q8_0 matrices of up to 384 columns in panels of 16 rows (R16): 1.6-4x faster than X8 per
-     * row at 2 or more tokens, about as fast at one (docs/QUANTS.md, "The Q8_0 R16 layout") */
-    .rows_q8_0_r16 = ds4rt_rows_q8_0_r16_vnni,
-    .q8_0_r16 = 1,
-    .act_row = ds4rt_act_row_avx2,
+    VNNI_FIELDS,
 };
 
 /* avx512-vbmi: avx512-vnni's kernels with the IQ2_XXS block decoded in registers (VBMI's byte
@@ -649,12 +638,5 @@ const ds4rt_cpu_kernels ds4rt_kernels_avx512_vbmi = {
             [DS4RT_TYPE_Q8_0] = dot_q8_0, [DS4RT_TYPE_Q4_0] = dot_q4_0, [DS4RT_TYPE_MXFP4] = dot_mxfp4,
             [DS4RT_TYPE_Q2_K] = dot_q2_K, [DS4RT_TYPE_Q4_K] = dot_q4_K, [DS4RT_TYPE_Q5_K] = dot_q5_K,
             [DS4RT_TYPE_Q6_K] = dot_q6_K, [DS4RT_TYPE_IQ2_XXS] = dot_iq2_xxs_vbmi},
-    .dot_q8_0_x8 = ds4rt_dot_q8_0_x8_vnni,
-    .q8_0_layout = DS4RT_LAYOUT_Q8_0_X8,
-    .rows = {[DS4RT_TYPE_F32] = rows_f32, [DS4RT_TYPE_F16] = rows_f16, [DS4RT_TYPE_BF16] = rows_bf16,
-             [DS4RT_TYPE_Q8_0] = ds4rt_rows_q8_0_vnni},
-    .rows_q8_0_x8 = ds4rt_rows_q8_0_x8_vnni,
-    .rows_q8_0_r16 = ds4rt_rows_q8_0_r16_vnni,
-    .q8_0_r16 = 1,
-    .act_row = ds4rt_act_row_avx2,
+    VNNI_FIELDS,
 };
