@@ -587,7 +587,12 @@ DEF_DISPATCH(q5_K, C_Q5_K)
 DEF_DISPATCH(q6_K, C_Q6_K)
 DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
 
-#define C_IQ2_XXS_VBMI(T) tile_iq2_xxs_vbmi(w, a, t0, T, k0, k1, lanes, ls)
+/* the register decode for tiles of 1 and 2 tokens; from 3 the plain one, whose decode runs on the
+ * integer ports beside the vector work (on a Zen 4 the register decode took 10 % / 6 % less time
+ * at 1 / 2 tokens and 4 % / 6-8 % more at 3 / 4: docs/PERFORMANCE.md, "IQ2_XXS on the CPU with
+ * AVX-512 VBMI") */
+#define C_IQ2_XXS_VBMI(T) \
+    ((T) <= 2 ? tile_iq2_xxs_vbmi(w, a, t0, T, k0, k1, lanes, ls) : tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls))
 DEF_DISPATCH_ATTR(VBMI, iq2_xxs_vbmi, C_IQ2_XXS_VBMI)
 
 /* The avx512 table, and avx512-vnni: the same kernels, plus Q8_0 weights repacked into the X8
