@@ -1642,7 +1642,10 @@ template <int TYPE> __device__ __forceinline__ float act_round(float v) {
 }
 
 /* x of a float product as its conversion leaves it: raw rows (a.round_x) rounded as
- * act_float_kernel rounds them, or rows that conversion wrote (F32: the same values). */
+ * act_float_kernel rounds them, or rows that conversion wrote (F32: the same values). Apply it
+ * where the loaded values are stored, never right after each load: the rounding then waits for
+ * each load in turn and the loads of a thread stop being in flight together (the one-token HC
+ * mix took 26 us instead of 9.4 on an H100; docs/GPU.md, "Merged launches"). */
 template <int TYPE> __device__ __forceinline__ float4 x_in(float4 v, int round_x) {
     if (TYPE != T_F32 && round_x) {
         v.x = act_round<TYPE>(v.x), v.y = act_round<TYPE>(v.y);

@@ -25,6 +25,30 @@
 #define DS4RT_TILE_TOK 4
 #define DS4RT_CHUNK_ALIGN 256
 
+/* dot_<name>, a ds4rt_dot_fn, for a vector ISA file: the token count n (1..DS4RT_TILE_TOK)
+ * selects CALL(T) with T a constant, so each tile size is its own unrolled code. ATTR: empty, or
+ * a target attribute the tile needs beyond the file's flags. */
+#define DS4RT_DEF_DOT_DISPATCH(ATTR, name, CALL)                                                        \
+    static ATTR void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,     \
+                                int64_t k1, float *lanes, int64_t ls) {                                  \
+        switch (n) {                                                                                     \
+        case 1: CALL(1); break;                                                                          \
+        case 2: CALL(2); break;                                                                          \
+        case 3: CALL(3); break;                                                                          \
+        default: CALL(4); break;                                                                         \
+        }                                                                                                \
+    }
+/* dot_q8_0 .. dot_iq2_xxs of an ISA file from its tile calls C_Q8_0(T) .. C_IQ2_XXS(T). */
+#define DS4RT_DEF_DOTS()                                                                                 \
+    DS4RT_DEF_DOT_DISPATCH(, q8_0, C_Q8_0)                                                               \
+    DS4RT_DEF_DOT_DISPATCH(, q4_0, C_Q4_0)                                                               \
+    DS4RT_DEF_DOT_DISPATCH(, mxfp4, C_MXFP4)                                                             \
+    DS4RT_DEF_DOT_DISPATCH(, q2_K, C_Q2_K)                                                               \
+    DS4RT_DEF_DOT_DISPATCH(, q4_K, C_Q4_K)                                                               \
+    DS4RT_DEF_DOT_DISPATCH(, q5_K, C_Q5_K)                                                               \
+    DS4RT_DEF_DOT_DISPATCH(, q6_K, C_Q6_K)                                                               \
+    DS4RT_DEF_DOT_DISPATCH(, iq2_xxs, C_IQ2_XXS)
+
 /* For i < n_tok (1 <= n_tok <= 4): accumulate the products of columns [k0, k1) of w_row and of
  * activation row t0 + i into the lanes at lanes + i * lane_stride. */
 typedef void (*ds4rt_dot_fn)(const uint8_t *w_row, const ds4rt_act *act, int64_t t0, int n_tok,

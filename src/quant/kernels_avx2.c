@@ -6,18 +6,7 @@
  */
 #include "kernels_avx2_tiles.h"
 
-/* ================= dispatch on the tile size (so T is a constant inside) ================= */
-
-#define DEF_DISPATCH(name, CALL)                                                                    \
-    static void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,     \
-                           int64_t k1, float *lanes, int64_t ls) {                                  \
-        switch (n) {                                                                                \
-        case 1: CALL(1); break;                                                                     \
-        case 2: CALL(2); break;                                                                     \
-        case 3: CALL(3); break;                                                                     \
-        default: CALL(4); break;                                                                    \
-        }                                                                                           \
-    }
+/* ================= dispatch on the tile size (kernels.h, DS4RT_DEF_DOT_DISPATCH) ================= */
 
 #define C_Q8_0(T) avx2_tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
 #define C_Q4_0(T) avx2_tile_blk32(1, 18, w, a, t0, T, k0, k1, lanes, ls)
@@ -28,14 +17,7 @@
 #define C_Q6_K(T) avx2_tile_q6_K(w, a, t0, T, k0, k1, lanes, ls)
 #define C_IQ2_XXS(T) avx2_tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls)
 
-DEF_DISPATCH(q8_0, C_Q8_0)
-DEF_DISPATCH(q4_0, C_Q4_0)
-DEF_DISPATCH(mxfp4, C_MXFP4)
-DEF_DISPATCH(q2_K, C_Q2_K)
-DEF_DISPATCH(q4_K, C_Q4_K)
-DEF_DISPATCH(q5_K, C_Q5_K)
-DEF_DISPATCH(q6_K, C_Q6_K)
-DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
+DS4RT_DEF_DOTS()
 
 const ds4rt_cpu_kernels ds4rt_kernels_avx2 = {
     .name = "avx2",

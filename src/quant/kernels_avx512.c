@@ -402,8 +402,9 @@ ALWAYS_INLINE void iq2_xxs_block(const ds4rt_block_iq2_xxs *blk, const qk_rows *
 
 /* ================= IQ2_XXS with AVX-512 VBMI (the path avx512-vbmi) =================
  * iq2_xxs_block gathers each sub-block's four 8-byte grid rows by scalar loads and spreads its
- * sign bits with pdep: ~48 instructions per 64 weights whatever the token count, 3.3 GB/s a
- * core on a Zen 4 (docs/PERFORMANCE.md, "IQ2_XXS on the CPU with AVX-512 VBMI"). Here a whole
+ * sign bits with pdep: ~48 instructions per 64 weights whatever the token count, about 3.3 GB/s
+ * a core in a 2-thread decode on a Zen 4 (docs/PERFORMANCE.md, "IQ2_XXS on the CPU with AVX-512
+ * VBMI"). Here a whole
  * block is decoded in registers: every grid byte is one of 8, 25, 43, so a grid row is 8 two-bit
  * codes (16 bits) and the 256 rows a 512-byte table held in 8 registers; the block's 32 indices
  * select their codes by 4 two-register word permutes and 3 blends, a byte permute and a
@@ -553,19 +554,7 @@ ALWAYS_INLINE ATTR void NAME(const uint8_t *w, const ds4rt_act *a, int64_t t0, i
 DEF_TILE_IQ2_XXS(tile_iq2_xxs, , (void)0, IQ2_BLOCK_PLAIN)
 DEF_TILE_IQ2_XXS(tile_iq2_xxs_vbmi, VBMI, iq2_vbmi_tables tb; iq2_vbmi_tables_load(&tb), IQ2_BLOCK_VBMI)
 
-/* ================= dispatch on the tile size ================= */
-
-#define DEF_DISPATCH_ATTR(ATTR, name, CALL)                                                           \
-    static ATTR void dot_##name(const uint8_t *w, const ds4rt_act *a, int64_t t0, int n, int64_t k0,  \
-                           int64_t k1, float *lanes, int64_t ls) {                                    \
-        switch (n) {                                                                                  \
-        case 1: CALL(1); break;                                                                       \
-        case 2: CALL(2); break;                                                                       \
-        case 3: CALL(3); break;                                                                       \
-        default: CALL(4); break;                                                                      \
-        }                                                                                             \
-    }
-#define DEF_DISPATCH(name, CALL) DEF_DISPATCH_ATTR(, name, CALL)
+/* ================= dispatch on the tile size (kernels.h, DS4RT_DEF_DOT_DISPATCH) ================= */
 
 #define C_Q8_0(T) tile_blk32(0, 34, w, a, t0, T, k0, k1, lanes, ls)
 /* Q4_0, MXFP4 and Q4_K use the 256-bit kernels (kernels_avx2_tiles.h), EVEX-encoded here: on a
@@ -578,14 +567,7 @@ DEF_TILE_IQ2_XXS(tile_iq2_xxs_vbmi, VBMI, iq2_vbmi_tables tb; iq2_vbmi_tables_lo
 #define C_Q6_K(T) tile_q6_K(w, a, t0, T, k0, k1, lanes, ls)
 #define C_IQ2_XXS(T) tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls)
 
-DEF_DISPATCH(q8_0, C_Q8_0)
-DEF_DISPATCH(q4_0, C_Q4_0)
-DEF_DISPATCH(mxfp4, C_MXFP4)
-DEF_DISPATCH(q2_K, C_Q2_K)
-DEF_DISPATCH(q4_K, C_Q4_K)
-DEF_DISPATCH(q5_K, C_Q5_K)
-DEF_DISPATCH(q6_K, C_Q6_K)
-DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
+DS4RT_DEF_DOTS()
 
 /* the register decode for tiles of 1 and 2 tokens; from 3 the plain one, whose decode runs on the
  * integer ports beside the vector work (on a Zen 4 the register decode took 10 % / 6 % less time
@@ -593,7 +575,7 @@ DEF_DISPATCH(iq2_xxs, C_IQ2_XXS)
  * AVX-512 VBMI") */
 #define C_IQ2_XXS_VBMI(T) \
     ((T) <= 2 ? tile_iq2_xxs_vbmi(w, a, t0, T, k0, k1, lanes, ls) : tile_iq2_xxs(w, a, t0, T, k0, k1, lanes, ls))
-DEF_DISPATCH_ATTR(VBMI, iq2_xxs_vbmi, C_IQ2_XXS_VBMI)
+DS4RT_DEF_DOT_DISPATCH(VBMI, iq2_xxs_vbmi, C_IQ2_XXS_VBMI)
 
 /* The avx512 table, and avx512-vnni: the same kernels, plus Q8_0 weights repacked into the X8
  * layout (repack.h) for kernels_avx512_vnni.c, compiled with the VNNI flag on its own so that
