@@ -86,14 +86,16 @@ size_t ds4rt_gk_matmul_scratch_bytes(uint32_t type, int64_t cols, int64_t n);
 int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float *d_y, void *d_scratch,
                     size_t scratch_bytes, void *stream);
 
-/* One row x [w->cols] of floats (the hyper-connection streams): y[r] = sum_c W[r][c] act(x[c] *
- * inv), inv = (float)(1 / sqrt(mean(x^2) + eps)) with the HC RMS's float64 sum (hip/gk_internal.h,
- * gk_rms_inv) and act the activation rounding of the float type: bitwise the HC RMS conversion
- * (ops.hip) followed by ds4rt_gk_matmul_act, in one launch, where
- * ds4rt_gk_matmul_rms_row_supported(w) (float weights, 4097..16384 columns, at most 256 rows,
- * 16-byte aligned); elsewhere DS4RT_GK_ERR_UNSUPPORTED. */
-int ds4rt_gk_matmul_rms_row_supported(const ds4rt_gk_weight *w);
-int ds4rt_gk_matmul_rms_row(const ds4rt_gk_weight *w, const float *d_x, float eps, float *d_y, void *stream);
+/* The n rows x[n][w->cols] of floats (the hyper-connection streams): y[t][r] = sum_c W[r][c]
+ * act(x[t][c] * inv_t), inv_t = (float)(1 / sqrt(mean(x[t]^2) + eps)) with the HC RMS's float64
+ * sum (hip/gk_internal.h, gk_rms_inv) and act the activation rounding of the float type: bitwise
+ * the HC RMS conversion (ops.hip) followed by ds4rt_gk_matmul_act, in one launch, where
+ * ds4rt_gk_matmul_rms_rows_supported(w, n) (DS4RT_GPU_HC_RMS_IN_MIX=1, float weights,
+ * 4097..16384 columns, at most 256 rows, 16-byte aligned, n within mm_fs1_kernel's token bound);
+ * elsewhere DS4RT_GK_ERR_UNSUPPORTED. */
+int ds4rt_gk_matmul_rms_rows_supported(const ds4rt_gk_weight *w, int64_t n);
+int ds4rt_gk_matmul_rms_rows(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float eps, float *d_y,
+                             void *stream);
 
 /* Grouped products (the grouped low-rank output projection): W holds n_groups blocks of
  * rows_g = w->rows / n_groups rows, and block g multiplies columns [g*cols, (g+1)*cols) of each

@@ -660,7 +660,7 @@ typedef struct {
      * second stack (same shape, type and stride) and its outputs; NULL: one stack */
     const uint8_t *w_b;
     float *y_b;
-    float eps; /* ds4rt_gk_matmul_rms_row: the RMS epsilon */
+    float eps; /* ds4rt_gk_matmul_rms_rows: the RMS epsilon */
     int round_x; /* mm_fs kernels: act holds raw float rows, rounded at the load (ds4rt_gk_matmul) */
 } mm_args;
 
@@ -1733,14 +1733,18 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
     }
 }
 
-/* One token and rows of at most FS1_STEPS x 4096 columns (the hyper-connection mixes: 24 rows of
- * 16384): mm_fs_kernel<TYPE, 1, 4096, 256> with every weight and activation load of the row
- * issued at once, so a row waits for one memory latency instead of one per step (the steps'
- * staging and the lane chains are the same, so are the bits). 24 rows are 24 thread blocks:
- * registers (128 of loads a thread) are not what limits them. */
+/* One token per thread block (grid row t) and rows of at most FS1_STEPS x 4096 columns (the
+ * hyper-connection mixes: 24 rows of 16384): mm_fs_kernel<TYPE, 1, 4096, 256> with every weight
+ * and activation load of the row issued at once, so a row waits for one memory latency instead of
+ * one per step (the steps' staging and the lane chains are the same, so are the bits). 24 rows
+ * are 24 thread blocks a token: registers (128 of loads a thread) are not what limits them. A
+ * verify pass of n tokens is 24 n blocks: mm_fs_kernel's 4 tokens a block took 17 us a call for
+ * 8 tokens on an H100 (each of its 48 blocks streams 4 tokens' 64 KB rows through one SM in 8
+ * dependent steps), so the form takes up to FS1_MAX_N tokens (DS4RT_GPU_FS1). */
 #define FS1_STEPS 4
 #define FS1_MAX_ROWS 256 /* more rows fill the device without the registers this form holds */
-/* RMS (ds4rt_gk_matmul_rms_row): a.act is the raw row X; every block forms the HC RMS scale r of
+#define FS1_MAX_N 16     /* default token bound of the form; DS4RT_GPU_FS1=N sets it (at most 64) */
+/* RMS (ds4rt_gk_matmul_rms_rows): a.act holds the raw rows X; every block forms the HC RMS scale r of
  * it itself (gk_rms_inv, the HC RMS kernel's partition and tree) and multiplies act(X * r), the
  * values that kernel would have written, so the HC mix of one token is one launch. */
 template <int TYPE, bool RMS>
@@ -1820,14 +1824,23 @@ static bool fs_takes(const ds4rt_gk_weight *w, int64_t n) {
            w->cols % 32 == 0 && ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0;
 }
 
-/* One token's product of `w` runs mm_fs1_kernel: float rows of 4097..16384 columns, at most
- * FS1_MAX_ROWS of them, 16-byte aligned; DS4RT_GPU_FS1=0 keeps mm_fs_kernel (an A/B knob). */
-static bool fs1_takes(const ds4rt_gk_weight *w) {
-    static const bool on = [] {
+/* The most tokens whose products take mm_fs1_kernel, decided once: DS4RT_GPU_FS1 unset,
+ * FS1_MAX_N; =N, N (at most 64; 1 is the form's first, one-token use); =0, never (mm_fs_kernel
+ * then): an A/B knob, reported by ds4rt_gk_mm_forms(). */
+static int64_t fs1_max_n(void) {
+    static const int64_t n = [] {
         const char *e = getenv("DS4RT_GPU_FS1");
-        return e == NULL || strcmp(e, "0") != 0;
+        if (e == NULL || *e == '\0') return (int64_t)FS1_MAX_N;
+        const long v = strtol(e, NULL, 10);
+        return (int64_t)(v < 0 ? 0 : v > 64 ? 64 : v);
     }();
-    return on && (w->type == T_F32 || w->type == T_F16 || w->type == T_BF16) && w->cols > 4096 &&
+    return n;
+}
+
+/* A product of n tokens with `w` runs mm_fs1_kernel: 1 <= n <= fs1_max_n(), float rows of
+ * 4097..16384 columns, at most FS1_MAX_ROWS of them, 16-byte aligned. */
+static bool fs1_takes(const ds4rt_gk_weight *w, int64_t n) {
+    return n >= 1 && n <= fs1_max_n() && (w->type == T_F32 || w->type == T_F16 || w->type == T_BF16) && w->cols > 4096 &&
            w->cols <= FS1_STEPS * 4096 && w->cols % 32 == 0 && w->rows <= FS1_MAX_ROWS &&
            ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0;
 }
@@ -2290,13 +2303,18 @@ static const qs_forms *qs_decided(void) {
         if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (DS4RT_GPU_QT_STREAM)");
         else if (qs == 0) snprintf(stream, sizeof stream, "one per block (default)");
         else snprintf(stream, sizeof stream, "streamed by %ld blocks (DS4RT_GPU_QT_STREAM)", qs);
-        snprintf(r.text, sizeof r.text, "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s), %s (%s); Q8_0 row groups %s",
+        const char *e4 = getenv("DS4RT_GPU_FS1");
+        char fs1[64];
+        snprintf(fs1, sizeof fs1, "mm_fs1 up to %lld tokens (%s)", (long long)fs1_max_n(),
+                 e4 != NULL && e4[0] != '\0' ? "DS4RT_GPU_FS1" : "default");
+        snprintf(r.text, sizeof r.text,
+                 "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s), %s (%s); Q8_0 row groups %s; HC mixes %s",
                  r.iq2 == QS_NEW ? "new" : "old", n1,
                  r.q2k < 0 ? "mm_q" : r.q2k == QS_NEW ? "mm_qs new" : "mm_qs old",
                  !s2 ? "default" : bad2 ? "DS4RT_GPU_QS_Q2K not understood" : "DS4RT_GPU_QS_Q2K",
                  r.minb == 1 ? "registers unbounded" : r.minb == 3 ? "registers for 3 blocks" : "registers for 4 blocks",
                  bad3 ? "DS4RT_GPU_QS_MINB not understood" : s3 ? "DS4RT_GPU_QS_MINB" : "default",
-                 stream);
+                 stream, fs1);
         return r;
     }();
     return &f;
@@ -2359,12 +2377,13 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n_grid_rows);
         /* as many token groups as the tokens need (the groups of a block share weight loads) */
         const int64_t groups = ((nn < per ? nn : per) + tt - 1) / tt;
-        if (vec && !EXPERTS && nn == 1 && fs1_takes(w)) {
-            /* one token, a few long rows (the HC mixes): every load at once (mm_fs1_kernel) */
+        if (vec && !EXPERTS && fs1_takes(w, nn)) {
+            /* a few tokens, a few long rows (the HC mixes): a block per row and token, every
+             * load at once (mm_fs1_kernel) */
             mmf_kernel_fn k = w->type == T_F32   ? mm_fs1_kernel<T_F32, false>
                               : w->type == T_F16 ? mm_fs1_kernel<T_F16, false>
                                                  : mm_fs1_kernel<T_BF16, false>;
-            hipLaunchKernelGGL(k, dim3((unsigned)w->rows, 1u), dim3(256u), 0, s, a, w->cols);
+            hipLaunchKernelGGL(k, dim3((unsigned)w->rows, (unsigned)nn), dim3(256u), 0, s, a, w->cols);
         } else if (vec && !EXPERTS && nn <= FS_MAX_N) { /* a few tokens: one staged row per block (mm_fs_kernel) */
             const int fs_tt = nn == 1 ? 1 : nn == 2 ? 2 : FS_TT_MAX;
             const dim3 grid((unsigned)w->rows, (unsigned)((nn + fs_tt - 1) / fs_tt));
@@ -2442,31 +2461,32 @@ extern "C" int ds4rt_gk_matmul(const ds4rt_gk_weight *w, const float *d_x, int64
     return ds4rt_gk_matmul_act(w, d_scratch, n, d_y, stream);
 }
 
-/* DS4RT_GPU_HC_RMS_IN_MIX=1: ds4rt_gk_hc_mix takes the one-launch form for one token (off until
- * the GPU suite has run it on a device; docs/GPU.md, "Merged launches") */
-extern "C" int ds4rt_gk_matmul_rms_row_supported(const ds4rt_gk_weight *w) {
+/* DS4RT_GPU_HC_RMS_IN_MIX=1: ds4rt_gk_hc_mix takes the one-launch form for up to fs1_max_n()
+ * tokens (off until measured faster on a device; docs/GPU.md, "Merged launches") */
+extern "C" int ds4rt_gk_matmul_rms_rows_supported(const ds4rt_gk_weight *w, int64_t n) {
     static const bool on = [] {
         const char *e = getenv("DS4RT_GPU_HC_RMS_IN_MIX");
         return e != NULL && strcmp(e, "1") == 0;
     }();
-    return on && w != NULL && fs1_takes(w);
+    return on && w != NULL && fs1_takes(w, n);
 }
 
-extern "C" int ds4rt_gk_matmul_rms_row(const ds4rt_gk_weight *w, const float *d_x, float eps, float *d_y,
-                                       void *stream) {
-    int st = check_weight(w, "matmul_rms_row");
+extern "C" int ds4rt_gk_matmul_rms_rows(const ds4rt_gk_weight *w, const float *d_x, int64_t n, float eps, float *d_y,
+                                        void *stream) {
+    int st = check_weight(w, "matmul_rms_rows");
     if (st != DS4RT_GK_OK) return st;
-    if (!fs1_takes(w))
-        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "matmul_rms_row: %s %lldx%lld is not a one-step-per-4096 float product",
-                             type_name(w->type), (long long)w->rows, (long long)w->cols);
+    if (n == 0 || w->rows == 0) return DS4RT_GK_OK;
+    if (!fs1_takes(w, n))
+        return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED,
+                             "matmul_rms_rows: %s %lldx%lld for %lld tokens is not a one-step-per-4096 float product",
+                             type_name(w->type), (long long)w->rows, (long long)w->cols, (long long)n);
     if (d_x == NULL || d_y == NULL || ((uintptr_t)d_x & 15) != 0)
-        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_rms_row: x or y NULL, or x not 16-byte aligned");
-    if (w->rows == 0) return DS4RT_GK_OK;
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "matmul_rms_rows: x or y NULL, or x not 16-byte aligned");
     mm_args a = {};
     a.w = (const uint8_t *)w->d_data;
     a.act = (const uint8_t *)d_x;
     a.y = d_y;
-    a.n = 1;
+    a.n = n;
     a.rows = w->rows;
     a.row_bytes = w->row_bytes;
     a.stride = (size_t)w->cols * sizeof(float);
@@ -2474,8 +2494,8 @@ extern "C" int ds4rt_gk_matmul_rms_row(const ds4rt_gk_weight *w, const float *d_
     mmf_kernel_fn k = w->type == T_F32   ? mm_fs1_kernel<T_F32, true>
                       : w->type == T_F16 ? mm_fs1_kernel<T_F16, true>
                                          : mm_fs1_kernel<T_BF16, true>;
-    hipLaunchKernelGGL(k, dim3((unsigned)w->rows, 1u), dim3(256u), 0, (hipStream_t)stream, a, w->cols);
-    return ds4rt_gk_check(hipGetLastError(), "matmul_rms_row");
+    hipLaunchKernelGGL(k, dim3((unsigned)w->rows, (unsigned)n), dim3(256u), 0, (hipStream_t)stream, a, w->cols);
+    return ds4rt_gk_check(hipGetLastError(), "matmul_rms_rows");
 }
 
 extern "C" int ds4rt_gk_matmul_grouped_supported(const ds4rt_gk_weight *w, uint32_t n_groups, int64_t n) {

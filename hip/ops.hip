@@ -302,9 +302,9 @@ extern "C" int ds4rt_gk_hc_mix(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t
     if (fn_type != DS4RT_GK_TYPE_F32 && fn_type != DS4RT_GK_TYPE_F16 && fn_type != DS4RT_GK_TYPE_BF16)
         return ds4rt_gk_fail(DS4RT_GK_ERR_UNSUPPORTED, "hc_mix: weight type %u is not F32/F16/BF16", fn_type);
     const ds4rt_gk_weight w = {fn_type, d_fn, (int64_t)n_out, width, fn_row_bytes};
-    /* one token: the RMS scale formed inside the product, one launch (same bits) */
-    if (n == 1 && ((uintptr_t)d_X & 15) == 0 && ds4rt_gk_matmul_rms_row_supported(&w))
-        return ds4rt_gk_matmul_rms_row(&w, d_X, dims->rms_eps, d_mix, stream);
+    /* a few tokens: the RMS scale formed inside the product, one launch (same bits) */
+    if (((uintptr_t)d_X & 15) == 0 && ds4rt_gk_matmul_rms_rows_supported(&w, n))
+        return ds4rt_gk_matmul_rms_rows(&w, d_X, n, dims->rms_eps, d_mix, stream);
     float *inv = (float *)d_scratch;
     uint8_t *act = (uint8_t *)d_scratch + gk_align((size_t)n * 4);
     const size_t stride = ds4rt_gk_act_bytes(DS4RT_GK_TYPE_F32, width, 1);

@@ -146,7 +146,7 @@ def test_raw_float_rows_match_cpu_bitwise(test_mm, wtype):
 
 
 def test_expert_forms_default_reported(test_mm):
-    knobs = ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K", "DS4RT_GPU_QS_MINB")
+    knobs = ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K", "DS4RT_GPU_QS_MINB", "DS4RT_GPU_FS1")
     env = {k: v for k, v in os.environ.items() if k not in knobs}
     r = subprocess.run(
         [test_mm, "--type", "none"], capture_output=True, text=True, timeout=600, env=env
@@ -156,6 +156,7 @@ def test_expert_forms_default_reported(test_mm):
     info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
     assert info and "IQ2_XXS mm_qs old (default), Q2_K mm_qs new (default)" in info[0], info
     assert "registers for 3 blocks (default)" in info[0], info
+    assert "HC mixes mm_fs1 up to 16 tokens (default)" in info[0], info
 
 
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256

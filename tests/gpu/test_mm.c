@@ -456,7 +456,7 @@ int main(int argc, char **argv) {
                 if (quick && mis && s != 1) continue;
                 check_shape(tc, shapes[s][0], shapes[s][1], mis, quick);
             }
-        /* float types: the hyper-connection mix's shape (one token: mm_fs1_kernel, four steps) */
+        /* float types: the hyper-connection mix's shape (up to 16 tokens: mm_fs1_kernel, four steps) */
         if (k == 1) check_shape(tc, 24, 16384, 0, quick);
     }
     ds4rt_gk_stream_destroy(stream);

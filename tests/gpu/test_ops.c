@@ -892,9 +892,10 @@ int main(int argc, char **argv) {
     RUN("matmul", test_matmul_float());
     RUN("hc", test_hc(4, 72));
     RUN("hc", test_hc(3, 131));
-    /* the real width (N = 4, D = 4096) and a partial last step: one token's HC mix forms its RMS
-     * scale inside the product (ds4rt_gk_matmul_rms_row), so "row alone == in batch" compares
-     * that launch with the two-launch path of a batch */
+    /* the real width (N = 4, D = 4096) and a partial last step: with DS4RT_GPU_HC_RMS_IN_MIX=1
+     * up to 16 tokens' HC mix forms the RMS scale inside the product (ds4rt_gk_matmul_rms_rows,
+     * mm_fs1_kernel), so "batches 1..17 == batch of 17" compares that launch with the two-launch
+     * path of 17 tokens; without it, mm_fs1_kernel (1..16 tokens) with mm_fs_kernel (17) */
     RUN("hc", test_hc(4, 4096));
     RUN("hc", test_hc(3, 1500));
     RUN("argmax", test_argmax());
