@@ -80,7 +80,15 @@ int ds4rt_gk_hc_pre_raw(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_typ
                         uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
                         const float *d_X, float *d_xn, float *d_post, float *d_comb, void *d_scratch,
                         size_t scratch_bytes, void *stream);
-/* The whole hc_pre op on one stream: hc_mix then hc_pre_finish with the Sinkhorn. */
+/* The form hc_pre takes in this process, as one line (the backend appends it to the device's
+ * description): with DS4RT_GPU_HC_PRE1=1, up to 16 tokens of F16/BF16 mixes at most 16384
+ * wide with N <= 4 streams take one launch (gk_hc_pre1_kernel: the HC RMS, the mixing product,
+ * pre, post and xn; the raw comb logits for the Sinkhorn), the same bits as hc_mix then
+ * hc_pre_finish; otherwise those launches. */
+const char *ds4rt_gk_hc_forms(void);
+
+/* The whole hc_pre op on one stream: hc_mix then hc_pre_finish with the Sinkhorn (or the one
+ * launch of ds4rt_gk_hc_forms() and the Sinkhorn after it). */
 int ds4rt_gk_hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_type, const void *d_fn, uint64_t fn_row_bytes,
                     const float *d_scale, const float *d_base, const float *d_norm, const float *d_X, float *d_xn,
                     float *d_post, float *d_comb, void *d_scratch, size_t scratch_bytes, void *stream);

@@ -15,6 +15,8 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gk_internal.h"
 #include "mm.h"
@@ -108,6 +110,10 @@ template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_F32>(float x) 
 template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_F16>(float x) { return ds4rt_gk_h2f(gk_f32_to_f16(x)); }
 template <> __device__ __forceinline__ float gk_act<DS4RT_GK_TYPE_BF16>(float x) { return ds4rt_gk_bf2f(gk_f32_to_bf16(x)); }
 
+/* A 16-bit weight's bits as f32 (F16 or BF16). */
+template <unsigned T> __device__ __forceinline__ float gk_w16(uint16_t u) {
+    return T == DS4RT_GK_TYPE_F16 ? ds4rt_gk_h2f(u) : ds4rt_gk_bf2f(u);
+}
 
 __device__ __forceinline__ double gk_sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -428,6 +434,60 @@ __global__ void __launch_bounds__(GK_SK_NT) gk_hc_sinkhorn_kernel(uint32_t N, ui
     if ((uint32_t)tid < NN) cm[tid] = (float)c[tid];
 }
 
+/* The held layout of HC pre's reduce (DeepSeek V4's shape: N <= GK_HCF_N streams, D <=
+ * GK_HCF_J * mixers): mixer thread m = tid - first (the threads past the block's first `first`)
+ * takes elements j = m + q * mixers, q < GK_HCF_J, loads them with their norm weights ahead
+ * (gk_hc_xn_load), then forms x = sum_h pre[h] X[h] (float, h in order), the float64 sum of
+ * squares over that partition by gk_block_sum, and the RMSNorm with the weight (gk_hc_xn_held).
+ * One partition for gk_hc_pre_finish_kernel and gk_hc_pre1_kernel, so both give the same bits. */
+struct gk_hc_xn_regs {
+    float xs[GK_HCF_J][GK_HCF_N];
+    float nw[GK_HCF_J];
+};
+
+__device__ __forceinline__ void gk_hc_xn_load(gk_hc_xn_regs &r, uint32_t first, uint32_t mixers, uint32_t N,
+                                              uint32_t D, const float *__restrict__ norm,
+                                              const float *__restrict__ Xt) {
+    const uint32_t tid = threadIdx.x;
+    if (tid < first) return;
+    GK_UNROLL
+    for (int q = 0; q < GK_HCF_J; q++) {
+        const uint32_t j = tid - first + (uint32_t)q * mixers;
+        GK_UNROLL
+        for (int h = 0; h < GK_HCF_N; h++) r.xs[q][h] = j < D && (uint32_t)h < N ? Xt[(int64_t)h * D + j] : 0.0f;
+        r.nw[q] = j < D && norm != NULL ? norm[j] : 1.0f;
+    }
+}
+
+/* Every thread of the block (of NT) calls it: the sum is a block reduction. pre: N floats. */
+template <int NT>
+__device__ __forceinline__ void gk_hc_xn_held(const gk_hc_xn_regs &r, uint32_t first, uint32_t mixers, uint32_t N,
+                                              uint32_t D, float rms_eps, const float *pre, const float *norm,
+                                              float *__restrict__ x, double *sh) {
+    const uint32_t tid = threadIdx.x;
+    double ss = 0.0;
+    float acc[GK_HCF_J];
+    if (tid >= first) {
+        GK_UNROLL
+        for (int q = 0; q < GK_HCF_J; q++) {
+            acc[q] = 0.0f;
+            GK_UNROLL /* constant indices keep xs in registers */
+            for (int h = 0; h < GK_HCF_N; h++)
+                if ((uint32_t)h < N) acc[q] += GK_FMUL(pre[h], r.xs[q][h]);
+            if (tid - first + (uint32_t)q * mixers < D) ss += (double)acc[q] * (double)acc[q];
+        }
+    }
+    ss = gk_block_sum<NT>(ss, sh);
+    const float inv = (float)(1.0 / sqrt(ss / (double)D + (double)rms_eps));
+    if (tid >= first) {
+        GK_UNROLL
+        for (int q = 0; q < GK_HCF_J; q++) {
+            const uint32_t j = tid - first + (uint32_t)q * mixers;
+            if (j < D) x[j] = norm != NULL ? acc[q] * inv * r.nw[q] : acc[q] * inv;
+        }
+    }
+}
+
 /* One block per row: pre and post (float64, as the CPU), then the RMSNorm of the weighted
  * reduce of the N streams by the threads past the first warp. The first warp, where N*N fits in
  * it, either runs the Sinkhorn itself meanwhile (sk: comb gets the coefficients) or copies the
@@ -455,16 +515,8 @@ __global__ void __launch_bounds__(GK_HCF_NT)
      * streams' elements and norm weights now, while pre is formed, and keeps its sums in
      * registers (the loop below loaded them after the barrier, one step at a time) */
     const bool held = N <= GK_HCF_N && D <= GK_HCF_J * mixers; /* uniform over the block */
-    float xs[GK_HCF_J][GK_HCF_N], nw[GK_HCF_J];
-    if (held && (uint32_t)tid >= first) {
-        GK_UNROLL
-        for (int q = 0; q < GK_HCF_J; q++) {
-            const uint32_t j = (uint32_t)tid - first + (uint32_t)q * mixers;
-            GK_UNROLL
-            for (int h = 0; h < GK_HCF_N; h++) xs[q][h] = j < D && (uint32_t)h < N ? Xt[(int64_t)h * D + j] : 0.0f;
-            nw[q] = j < D && norm != NULL ? norm[j] : 1.0f;
-        }
-    }
+    gk_hc_xn_regs xr;
+    if (held) gk_hc_xn_load(xr, first, mixers, N, D, norm, Xt);
     if ((uint32_t)tid < N) {
         pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m[tid] + base[tid]) + eps);
         post[t * N + tid] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[N + tid] + base[N + tid]));
@@ -484,30 +536,11 @@ __global__ void __launch_bounds__(GK_HCF_NT)
 
     /* x = sum_h pre[h] X[h] (float, h in order), then RMSNorm with the weight; each thread
      * rescales the elements it formed */
-    double ss = 0.0;
     if (held) {
-        float acc[GK_HCF_J];
-        if ((uint32_t)tid >= first) {
-            GK_UNROLL
-            for (int q = 0; q < GK_HCF_J; q++) {
-                acc[q] = 0.0f;
-                GK_UNROLL /* constant indices keep xs in registers */
-                for (int h = 0; h < GK_HCF_N; h++)
-                    if ((uint32_t)h < N) acc[q] += GK_FMUL(pre[h], xs[q][h]);
-                if ((uint32_t)tid - first + (uint32_t)q * mixers < D) ss += (double)acc[q] * (double)acc[q];
-            }
-        }
-        ss = gk_block_sum<GK_HCF_NT>(ss, sh);
-        const float inv = (float)(1.0 / sqrt(ss / (double)D + (double)rms_eps));
-        if ((uint32_t)tid >= first) {
-            GK_UNROLL
-            for (int q = 0; q < GK_HCF_J; q++) {
-                const uint32_t j = (uint32_t)tid - first + (uint32_t)q * mixers;
-                if (j < D) x[j] = norm != NULL ? acc[q] * inv * nw[q] : acc[q] * inv;
-            }
-        }
+        gk_hc_xn_held<GK_HCF_NT>(xr, first, mixers, N, D, rms_eps, pre, norm, x, sh);
         return;
     }
+    double ss = 0.0;
     if ((uint32_t)tid >= first)
         for (uint32_t j = (uint32_t)tid - first; j < D; j += mixers) {
             float acc = 0.0f;
@@ -548,6 +581,147 @@ extern "C" int ds4rt_gk_hc_sinkhorn(const ds4rt_gk_hc_dims *dims, int64_t n, con
     return DS4RT_GK_LAUNCHED("hc_sinkhorn");
 }
 
+/* ---- HC pre of a few tokens in one launch ----------------------------------------------------
+ * A decode's hc_pre was three launches on the critical path (the HC RMS and rounding, the
+ * 24-row mixing product, the finish), each a few us of latency for little work. Here a block of
+ * GK_HP1_NT threads takes GK_HP1_R mix rows of one token (grid: row groups x tokens): every
+ * thread issues its weight and activation loads at once, forms the RMS scale in the HC RMS
+ * kernel's partition (gk_rms_inv with one partial a thread), stages each step's weights and
+ * rounded activations in shared memory, and warp w runs row w's 32 lane chains in the CPU's
+ * column order (the float product above: same bits). The block then writes its rows' post
+ * coefficients and raw comb logits, and block 0, which holds the N <= GK_HP1_R pre rows, forms
+ * pre and xn with gk_hc_pre_finish_kernel's partition (gk_hc_xn_held): nothing crosses blocks.
+ * F16/BF16 weights (published files store the HC mixes as F16; F32 rows would not fit the
+ * staging), N*D <= 16384 in whole 32-column periods, 16-byte aligned rows. The Sinkhorn stays a
+ * kernel of its own (it needs all N*N logits, which span blocks). DS4RT_GPU_HC_PRE1=1 turns the
+ * form on (docs/GPU.md, "Merged launches"). */
+#define GK_HP1_NT 1024
+#define GK_HP1_R 4            /* mix rows a block: warps 0..3 run their lane chains */
+#define GK_HP1_CE 2048        /* columns a staging step (16-bit weights: 16 KB for 4 rows) */
+#define GK_HP1_STEPS 8        /* N*D <= GK_HP1_STEPS * GK_HP1_CE = 16384 */
+#define GK_HP1_XE (GK_HP1_STEPS * GK_HP1_CE / GK_HP1_NT) /* activation elements a thread */
+#define GK_HP1_MAX_N 16       /* tokens: a block re-reads its 4 weight rows per token */
+static_assert(GK_HP1_NT == GK_RMS_PARTS, "one RMS partial a thread (gk_rms_inv's partition)");
+static_assert(GK_HP1_R * 256 * 8 == GK_HP1_R * GK_HP1_CE && GK_HP1_NT == GK_HP1_R * 256, "a uint4 of 8 weights a thread and step");
+
+template <unsigned T>
+__global__ void __launch_bounds__(GK_HP1_NT)
+    gk_hc_pre1_kernel(uint32_t N, uint32_t D, float hc_eps, float rms_eps, const uint8_t *__restrict__ fn,
+                      uint64_t fn_row_bytes, const float *__restrict__ scale, const float *__restrict__ base,
+                      const float *__restrict__ norm, const float *__restrict__ X, float *__restrict__ xn,
+                      float *__restrict__ post, float *__restrict__ comb) {
+    __shared__ uint16_t wsh[GK_HP1_R][GK_HP1_CE];
+    __shared__ float xsh[GK_HP1_CE];
+    __shared__ double sh[GK_HP1_NT];
+    __shared__ float lanes[GK_HP1_R][32];
+    __shared__ float mix[GK_HP1_R];
+    __shared__ float pre[GK_HP1_R];
+    const int tid = (int)threadIdx.x, l = tid % 32, wq = tid / 32;
+    const int64_t t = blockIdx.y;
+    const uint32_t n_out = (2 + N) * N, NN = N * N, r0 = blockIdx.x * GK_HP1_R;
+    const int64_t width = (int64_t)N * D;
+    /* weights: row r0 + wr, elements wc .. wc + 7 of every step (before the wait: weights only) */
+    const int wr = tid / 256, wc = (tid % 256) * 8;
+    const bool wlive = r0 + (uint32_t)wr < n_out;
+    const uint8_t *wrow = fn + (uint64_t)(wlive ? r0 + (uint32_t)wr : 0u) * fn_row_bytes;
+    uint4 wv[GK_HP1_STEPS];
+    GK_UNROLL
+    for (int st = 0; st < GK_HP1_STEPS; st++) {
+        const int64_t e = (int64_t)st * GK_HP1_CE + wc;
+        wv[st] = wlive && e < width ? *(const uint4 *)(const void *)(wrow + e * 2) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    GK_PDL_ENTRY_AFTER_WEIGHTS();
+    /* activations: element tid + GK_HP1_NT k, which is RMS partial tid's k-th (gk_rms_inv) */
+    const float *Xt = X + t * width;
+    float xv[GK_HP1_XE];
+    GK_UNROLL
+    for (int k = 0; k < GK_HP1_XE; k++) {
+        const int64_t i = (int64_t)k * GK_HP1_NT + tid;
+        xv[k] = i < width ? Xt[i] : 0.0f;
+    }
+    double p = 0.0;
+    GK_UNROLL
+    for (int k = 0; k < GK_HP1_XE; k++)
+        if ((int64_t)k * GK_HP1_NT + tid < width) p = fma((double)xv[k], (double)xv[k], p);
+    const double ss = gk_block_sum<GK_HP1_NT>(p, sh);
+    const float inv = (float)(1.0 / sqrt(ss / (double)width + (double)rms_eps));
+    float acc = 0.0f;
+    GK_UNROLL
+    for (int st = 0; st < GK_HP1_STEPS; st++) {
+        const int64_t e0 = (int64_t)st * GK_HP1_CE;
+        if (e0 < width) { /* uniform over the block */
+            __syncthreads(); /* the previous step is consumed */
+            *(uint4 *)(void *)&wsh[wr][wc] = wv[st];
+            xsh[tid] = gk_act<T>(xv[2 * st] * inv);
+            xsh[GK_HP1_NT + tid] = gk_act<T>(xv[2 * st + 1] * inv);
+            __syncthreads();
+            if (wq < GK_HP1_R) { /* uniform over the warp: row wq's lane l, columns in order */
+                const int nj = (int)((width - e0 < GK_HP1_CE ? width - e0 : GK_HP1_CE) / 32);
+                for (int j = 0; j < nj; j++) acc += GK_FMUL(gk_w16<T>(wsh[wq][l + 32 * j]), xsh[l + 32 * j]);
+            }
+        }
+    }
+    if (wq < GK_HP1_R) lanes[wq][l] = acc;
+    __syncthreads();
+    if (tid < GK_HP1_R) mix[tid] = gk_reduce32(lanes[tid]);
+    __syncthreads();
+    const double eps = (double)hc_eps;
+    if ((uint32_t)tid < GK_HP1_R && r0 + (uint32_t)tid < n_out) { /* gk_hc_pre_finish_kernel's formulas */
+        const uint32_t r = r0 + (uint32_t)tid;
+        const float m = mix[tid];
+        if (r < N) pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m + base[r]) + eps);
+        else if (r < 2 * N) post[t * N + (r - N)] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m + base[r]));
+        else comb[t * NN + (r - 2 * N)] = m;
+    }
+    if (blockIdx.x != 0) return; /* uniform over the block */
+    const uint32_t first = DS4RT_WARP, mixers = GK_HP1_NT - first; /* N*N <= 16 fits a warp */
+    gk_hc_xn_regs xr;
+    gk_hc_xn_load(xr, first, mixers, N, D, norm, Xt);
+    __syncthreads(); /* pre */
+    gk_hc_xn_held<GK_HP1_NT>(xr, first, mixers, N, D, rms_eps, pre, norm, xn + t * (int64_t)D, sh);
+}
+
+/* DS4RT_GPU_HC_PRE1=1: hc_pre of up to GK_HP1_MAX_N tokens takes gk_hc_pre1_kernel where its shape
+ * fits (off until measured on a device); decided once, reported by ds4rt_gk_hc_forms(). */
+static bool gk_hc_pre1_on(void) {
+    static const bool on = [] {
+        const char *e = getenv("DS4RT_GPU_HC_PRE1");
+        return e != NULL && strcmp(e, "1") == 0;
+    }();
+    return on;
+}
+
+extern "C" const char *ds4rt_gk_hc_forms(void) {
+    return gk_hc_pre1_on() ? "HC pre one launch up to 16 tokens (DS4RT_GPU_HC_PRE1)"
+                           : "HC pre mix and finish (default)";
+}
+static_assert(GK_HP1_MAX_N == 16, "ds4rt_gk_hc_forms says 16");
+
+static bool gk_hc_pre1_takes(const ds4rt_gk_hc_dims *d, int64_t n, uint32_t fn_type, const void *d_fn,
+                             uint64_t fn_row_bytes, const float *d_X) {
+    const bool on = gk_hc_pre1_on();
+    const int64_t width = (int64_t)d->n_hc * d->d;
+    return on && n >= 1 && n <= GK_HP1_MAX_N && (fn_type == DS4RT_GK_TYPE_F16 || fn_type == DS4RT_GK_TYPE_BF16) &&
+           d->n_hc <= GK_HP1_R && d->n_hc <= GK_HCF_N && d->d <= GK_HCF_J * (GK_HP1_NT - DS4RT_WARP) &&
+           width <= GK_HP1_STEPS * GK_HP1_CE && width % 32 == 0 && ((uintptr_t)d_fn & 15) == 0 &&
+           (fn_row_bytes & 15) == 0 && fn_row_bytes >= (uint64_t)width * 2 && ((uintptr_t)d_X & 3) == 0;
+}
+
+static int gk_hc_pre1(const ds4rt_gk_hc_dims *d, int64_t n, uint32_t fn_type, const void *d_fn, uint64_t fn_row_bytes,
+                      const float *d_scale, const float *d_base, const float *d_norm, const float *d_X, float *d_xn,
+                      float *d_post, float *d_comb, hipStream_t s) {
+    const uint32_t n_out = (2 + d->n_hc) * d->n_hc;
+    const dim3 grid((n_out + GK_HP1_R - 1) / GK_HP1_R, (unsigned)n);
+    const uint8_t *fn = (const uint8_t *)d_fn;
+    if (fn_type == DS4RT_GK_TYPE_F16)
+        hipLaunchKernelGGL(gk_hc_pre1_kernel<DS4RT_GK_TYPE_F16>, grid, dim3(GK_HP1_NT), 0, s, d->n_hc, d->d, d->hc_eps,
+                           d->rms_eps, fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb);
+    else
+        hipLaunchKernelGGL(gk_hc_pre1_kernel<DS4RT_GK_TYPE_BF16>, grid, dim3(GK_HP1_NT), 0, s, d->n_hc, d->d, d->hc_eps,
+                           d->rms_eps, fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb);
+    return DS4RT_GK_LAUNCHED("hc_pre1");
+}
+
 /* hc_pre with (sinkhorn) or without the Sinkhorn */
 static int hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, int sinkhorn, uint32_t fn_type, const void *d_fn,
                   uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
@@ -558,6 +732,14 @@ static int hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, int sinkhorn, uint32_
     const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc, dims->d);
     if (d_scratch == NULL || scratch_bytes < need)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre: scratch of %zu bytes < %zu", scratch_bytes, need);
+    if (d_fn == NULL || !d_scale || !d_base || !d_X || !d_xn || !d_post || !d_comb)
+        return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre: a tensor is NULL");
+    if (gk_hc_pre1_takes(dims, n, fn_type, d_fn, fn_row_bytes, d_X)) { /* one launch (+ the Sinkhorn) */
+        if ((st = gk_hc_pre1(dims, n, fn_type, d_fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb,
+                             (hipStream_t)stream)) != DS4RT_GK_OK || !sinkhorn)
+            return st;
+        return ds4rt_gk_hc_sinkhorn(dims, n, d_scale, d_base, d_comb, stream);
+    }
     const size_t mix_bytes = gk_hc_mix_bytes(n, dims->n_hc);
     float *mix = (float *)d_scratch;
     const uint32_t n_out = (2 + dims->n_hc) * dims->n_hc;

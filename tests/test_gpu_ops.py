@@ -70,3 +70,18 @@ def test_hc_rms_in_mix_matches_the_two_launches(run):
     real = [x for x in lines if x.startswith("ok") and " hc_pre " in f" {x} " and "D=4096" in x]
     assert real, r.stdout
     assert any("alone == in batch" in x and x.split()[1] == "hc_pre" for x in lines), r.stdout
+
+
+def test_hc_pre_in_one_launch_matches(run):
+    """hc_pre of up to 16 tokens in one launch (DS4RT_GPU_HC_PRE1=1: the HC RMS, the mixing
+    product, pre, post and xn in gk_hc_pre1_kernel; docs/GPU.md "Merged launches"): at the real
+    width every batch of 1..16 tokens (one launch) must equal the batch of 17 (the separate
+    launches) bitwise, and hc_pre must match the CPU backend."""
+    r = run("--seed", "5", env={"DS4RT_GPU_HC_PRE1": "1"})
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and not [x for x in lines if x.startswith("FAIL")], r.stdout + r.stderr
+    assert any(x.startswith("info forms HC pre one launch up to 16 tokens") for x in lines), lines[:3]
+    real = [x for x in lines if x.startswith("ok") and x.split()[1] == "hc_pre" and "D=4096" in x]
+    assert len(real) >= 9, r.stdout  # xn, post and comb of F32, F16 and BF16
+    batches = [x for x in lines if x.split()[:2] == ["ok", "hc_pre"] and "batches 1..17 == batch of 17" in x]
+    assert len(batches) >= 3, r.stdout

@@ -15,6 +15,7 @@
 #include "qtypes.h"
 #ifdef DS4RT_GPU_HAVE_MM
 #include "mm.h"
+#include "ops.h"
 #endif
 
 /* ---- capability ---------------------------------------------------------------------------- */
@@ -121,7 +122,8 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
             snprintf(g->device_name + used, sizeof g->device_name - used, "; Q8_0 tensor cores %s",
                      ds4rt_gk_qm_reason());
         const size_t used2 = strlen(g->device_name);
-        snprintf(g->device_name + used2, sizeof g->device_name - used2, "; %s", ds4rt_gk_mm_forms());
+        snprintf(g->device_name + used2, sizeof g->device_name - used2, "; %s; %s", ds4rt_gk_mm_forms(),
+                 ds4rt_gk_hc_forms());
     }
 #endif
     if (st == DS4RT_GK_OK) st = ds4rt_gk_stream_create(&g->load_stream);

@@ -33,7 +33,7 @@ typedef struct gpu_cache_entry {
 
 /* The backend's own data (ds4rt_backend.impl). */
 typedef struct gpu_impl {
-    char device_name[320];
+    char device_name[640];
     int integrated;           /* unified memory with the host (APU): weights are viewed, not copied */
     uint64_t total_bytes;
     void *load_stream;        /* weight uploads */
