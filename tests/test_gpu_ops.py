@@ -80,8 +80,10 @@ def test_hc_pre_in_one_launch_matches(run):
     r = run("--seed", "5", env={"DS4RT_GPU_HC_PRE1": "1"})
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and not [x for x in lines if x.startswith("FAIL")], r.stdout + r.stderr
-    assert any(x.startswith("info forms HC pre one launch up to 16 tokens") for x in lines), lines[:3]
+    form = "info forms HC pre one launch up to 16 tokens"
+    assert any(x.startswith(form) for x in lines), lines[:3]
     real = [x for x in lines if x.startswith("ok") and x.split()[1] == "hc_pre" and "D=4096" in x]
     assert len(real) >= 9, r.stdout  # xn, post and comb of F32, F16 and BF16
-    batches = [x for x in lines if x.split()[:2] == ["ok", "hc_pre"] and "batches 1..17 == batch of 17" in x]
+    same = "batches 1..17 == batch of 17"
+    batches = [x for x in lines if x.split()[:2] == ["ok", "hc_pre"] and same in x]
     assert len(batches) >= 3, r.stdout
