@@ -45,6 +45,10 @@ int ds4rt_gk_mm_supports(uint32_t type);
  * once per process, from DS4RT_GPU_QM_MIN_N (default 2; 0 turns the path off); the backend
  * asks once when it opens, before any capture (docs/GPU.md, "Matrix products"). */
 int64_t ds4rt_gk_qm_min_n(void);
+/* Products of at most 8 tokens with fewer rows than this keep mm_qt_kernel although n reaches
+ * ds4rt_gk_qm_min_n() (DS4RT_GPU_QM_MIN_ROWS, default 0: none); 0 where the tensor-core path
+ * does not exist. Decided once per process, like ds4rt_gk_qm_min_n(). */
+int64_t ds4rt_gk_qm_min_rows(void);
 /* Why the tensor-core path is on or off ("on", or "off: <reason>"): the backend appends it to
  * the device's description, so a run that does not take it says so. */
 const char *ds4rt_gk_qm_reason(void);

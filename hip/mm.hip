@@ -2215,10 +2215,24 @@ extern "C" const char *ds4rt_gk_qm_reason(void) {
     return qm_why;
 }
 
+/* DS4RT_GPU_QM_MIN_ROWS=R (default 0): a product of at most QT_TOK tokens with fewer than R
+ * rows keeps mm_qt_kernel (for n <= QT_FX_TOK its fused form, no conversion launch). The tensor
+ * core kernel's tiles are 16 rows a thread block, so a 1024-row projection is 64 blocks on a
+ * device of 132 SMs; an A/B knob until measured (docs/GPU.md, "Matrix products"). */
+extern "C" int64_t ds4rt_gk_qm_min_rows(void) {
+    static const int64_t r = [] {
+        const char *e = getenv("DS4RT_GPU_QM_MIN_ROWS");
+        const long long v = e != NULL && e[0] != '\0' ? strtoll(e, NULL, 10) : 0;
+        return (int64_t)(v > 0 ? v : 0);
+    }();
+    return r;
+}
+
 /* Whether a product of n token rows takes mm_qm_kernel: Q8_0 on 16-byte aligned rows. */
 static bool qm_takes(const ds4rt_gk_weight *w, int64_t n) {
     const int64_t m = ds4rt_gk_qm_min_n();
-    return m > 0 && n >= m && w->type == T_Q8_0 && ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0;
+    return m > 0 && n >= m && w->type == T_Q8_0 && ((uintptr_t)w->d_data & 15) == 0 && (w->row_bytes & 15) == 0 &&
+           (n > QT_TOK || w->rows >= ds4rt_gk_qm_min_rows());
 }
 
 template <int QM_MT>
@@ -2239,6 +2253,7 @@ static int launch_qm(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t gr
     return ds4rt_gk_check(hipGetLastError(), what);
 }
 #else
+extern "C" int64_t ds4rt_gk_qm_min_rows(void) { return 0; }
 extern "C" int64_t ds4rt_gk_qm_min_n(void) { return 0; }
 extern "C" const char *ds4rt_gk_qm_reason(void) { return "off: int8 mma is an NVIDIA path (AMD and HIP-CPU keep mm_qt)"; }
 #endif

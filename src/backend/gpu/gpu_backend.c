@@ -115,7 +115,11 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
 #ifdef DS4RT_GPU_HAVE_MM
     if (st == DS4RT_GK_OK) { /* decided once, before any capture (hip/mm.h), and reported with the device */
         const size_t used = strlen(g->device_name);
-        if (ds4rt_gk_qm_min_n() > 0)
+        if (ds4rt_gk_qm_min_n() > 0 && ds4rt_gk_qm_min_rows() > 0)
+            snprintf(g->device_name + used, sizeof g->device_name - used,
+                     "; Q8_0 tensor cores from n=%lld (up to n=8 from %lld rows)", (long long)ds4rt_gk_qm_min_n(),
+                     (long long)ds4rt_gk_qm_min_rows());
+        else if (ds4rt_gk_qm_min_n() > 0)
             snprintf(g->device_name + used, sizeof g->device_name - used, "; Q8_0 tensor cores from n=%lld",
                      (long long)ds4rt_gk_qm_min_n());
         else
