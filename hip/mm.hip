@@ -2249,7 +2249,8 @@ static int launch_qm(const ds4rt_gk_weight *w, mm_args a, int64_t n, uint32_t gr
     const int64_t gy = (n + 8 * ntl - 1) / (8 * ntl);
     if (gy > 65535) return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "%s: %lld rows of x is too many", what, (long long)n);
     const dim3 grid((unsigned)((a.rows + 16 * mt - 1) / (16 * mt)), (unsigned)gy, groups);
-    hipLaunchKernelGGL(mt == 2 ? pick_qm_mt<2>(ntl) : pick_qm_mt<1>(ntl), grid, dim3(QM_NT), 0, s, a);
+    const mm_kernel_fn k = mt == 2 ? pick_qm_mt<2>(ntl) : pick_qm_mt<1>(ntl); /* a local: see launch_mm */
+    hipLaunchKernelGGL(k, grid, dim3(QM_NT), 0, s, a);
     return ds4rt_gk_check(hipGetLastError(), what);
 }
 #else
@@ -2410,7 +2411,10 @@ static int launch_mm(const ds4rt_gk_weight *w, mm_args a, int64_t n_grid_rows, h
         } else if (vec) { /* 16-byte weight loads, one row per thread (mm_fv_kernel) */
             const int64_t vr = VX / (w->type == T_F32 ? 8 : 4);
             const dim3 grid((unsigned)((w->rows + vr - 1) / vr), (unsigned)gy, gz);
-            hipLaunchKernelGGL(pick_fv<EXPERTS>(w->type, tt), grid, dim3(VX, (unsigned)groups), 0, s, a, w->cols);
+            /* the kernel in a local: HIP-CPU's launch macro evaluates its kernel expression when the
+             * launch runs, after this function has returned (w would dangle) */
+            const mmf_kernel_fn k = pick_fv<EXPERTS>(w->type, tt);
+            hipLaunchKernelGGL(k, grid, dim3(VX, (unsigned)groups), 0, s, a, w->cols);
         } else {
             const dim3 grid((unsigned)((w->rows + FROWS - 1) / FROWS), (unsigned)gy, gz);
             mmf_kernel_fn k = pick_f<EXPERTS>(w->type, tt, vec);
