@@ -1740,10 +1740,12 @@ __global__ void __launch_bounds__(FS_NT) mm_fs_kernel(mm_args a, int64_t cols) {
  * are 24 thread blocks a token: registers (128 of loads a thread) are not what limits them. A
  * verify pass of n tokens is 24 n blocks: mm_fs_kernel's 4 tokens a block took 17 us a call for
  * 8 tokens on an H100 (each of its 48 blocks streams 4 tokens' 64 KB rows through one SM in 8
- * dependent steps), so the form takes up to FS1_MAX_N tokens (DS4RT_GPU_FS1). */
+ * dependent steps), so the form can take up to 64 tokens: DS4RT_GPU_FS1=N, off (one token, the
+ * form measured on a device) until a device has run and timed N > 1 (written 2026-12-08 without
+ * one; bitwise under HIP-CPU). */
 #define FS1_STEPS 4
 #define FS1_MAX_ROWS 256 /* more rows fill the device without the registers this form holds */
-#define FS1_MAX_N 16     /* default token bound of the form; DS4RT_GPU_FS1=N sets it (at most 64) */
+#define FS1_MAX_N 1      /* default token bound of the form; DS4RT_GPU_FS1=N sets it (at most 64) */
 /* RMS (ds4rt_gk_matmul_rms_rows): a.act holds the raw rows X; every block forms the HC RMS scale r of
  * it itself (gk_rms_inv, the HC RMS kernel's partition and tree) and multiplies act(X * r), the
  * values that kernel would have written, so the HC mix of one token is one launch. */
@@ -2321,7 +2323,7 @@ static const qs_forms *qs_decided(void) {
         else snprintf(stream, sizeof stream, "streamed by %ld blocks (DS4RT_GPU_QT_STREAM)", qs);
         const char *e4 = getenv("DS4RT_GPU_FS1");
         char fs1[64];
-        snprintf(fs1, sizeof fs1, "mm_fs1 up to %lld tokens (%s)", (long long)fs1_max_n(),
+        snprintf(fs1, sizeof fs1, "mm_fs1 up to %lld token%s (%s)", (long long)fs1_max_n(), fs1_max_n() == 1 ? "" : "s",
                  e4 != NULL && e4[0] != '\0' ? "DS4RT_GPU_FS1" : "default");
         snprintf(r.text, sizeof r.text,
                  "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s), %s (%s); Q8_0 row groups %s; HC mixes %s",

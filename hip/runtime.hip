@@ -135,7 +135,17 @@ extern "C" int ds4rt_gk_event_record(void *event, void *stream) {
 }
 
 extern "C" int ds4rt_gk_stream_wait_event(void *stream, void *event) {
+#if defined(DS4RT_HIP_CPU)
+    /* HIP-CPU runs every stream's tasks on one processor thread, and a stream's wait for an event
+     * blocks that thread, so a wait enqueued before the recording stream's work has run never
+     * returns (backend_ops hung at the side branch's join). The host waits instead: the event is
+     * complete before anything later is enqueued on `stream`, which is at least as strong an
+     * order (HIP-CPU has no graphs to capture). */
+    (void)stream;
+    return ds4rt_gk_check(hipEventSynchronize((hipEvent_t)event), "event synchronize (stream wait)");
+#else
     return ds4rt_gk_check(hipStreamWaitEvent((hipStream_t)stream, (hipEvent_t)event, 0), "stream wait event");
+#endif
 }
 
 extern "C" int ds4rt_gk_event_elapsed_ms(void *from, void *to, float *ms) {

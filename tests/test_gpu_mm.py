@@ -145,6 +145,19 @@ def test_raw_float_rows_match_cpu_bitwise(test_mm, wtype):
         assert any(line.startswith("ok") and " n=17 " in line for line in lines), lines
 
 
+@pytest.mark.parametrize("wtype", ["F32", "F16", "BF16"])
+@pytest.mark.parametrize("raw", ["0", "1"])
+def test_hc_mix_of_several_tokens_matches_cpu_bitwise(test_mm, wtype, raw):
+    """The HC mixes' shape (24 x 16384) with mm_fs1_kernel taking up to 16 tokens, a block per
+    row and token (DS4RT_GPU_FS1=16, docs/GPU.md "Streaming row groups"), with converted or raw
+    activation rows: every check of n = 1..17 bitwise the CPU's, and the form reported."""
+    env = {"DS4RT_GPU_FS1": "16", "DS4RT_GPU_RAW_FLOAT": raw}
+    lines = _checks_pass(test_mm, wtype, 19, ["--shape", "24x16384"], env)
+    info = [line for line in lines if line.startswith("info forms ")]
+    assert info and "HC mixes mm_fs1 up to 16 tokens (DS4RT_GPU_FS1)" in info[0], info
+    assert any(line.startswith("ok") and " n=3 " in line for line in lines), lines
+
+
 def test_expert_forms_default_reported(test_mm):
     knobs = ("DS4RT_GPU_QS_IQ2", "DS4RT_GPU_QS_Q2K", "DS4RT_GPU_QS_MINB", "DS4RT_GPU_FS1")
     env = {k: v for k, v in os.environ.items() if k not in knobs}
@@ -156,7 +169,7 @@ def test_expert_forms_default_reported(test_mm):
     info = [line for line in r.stdout.splitlines() if line.startswith("info forms ")]
     assert info and "IQ2_XXS mm_qs old (default), Q2_K mm_qs new (default)" in info[0], info
     assert "registers for 3 blocks (default)" in info[0], info
-    assert "HC mixes mm_fs1 up to 16 tokens (default)" in info[0], info
+    assert "HC mixes mm_fs1 up to 1 token (default)" in info[0], info
 
 
 BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q8_0": 32, "Q4_0": 32, "MXFP4": 32}  # others: 256

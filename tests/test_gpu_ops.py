@@ -61,10 +61,11 @@ def test_ops_match_the_cpu_backend(run, seed):
 
 
 def test_hc_rms_in_mix_matches_the_two_launches(run):
-    """One token's HC mix with its RMS scale formed inside the product (DS4RT_GPU_HC_RMS_IN_MIX=1,
-    docs/GPU.md "Merged launches"): at the real width a row alone (one launch) must equal the
-    same row in batches of 1..17 (the two launches), and hc_pre must match the CPU backend."""
-    r = run("--seed", "3", env={"DS4RT_GPU_HC_RMS_IN_MIX": "1"})
+    """The HC mix of up to 16 tokens with its RMS scale formed inside the product
+    (DS4RT_GPU_HC_RMS_IN_MIX=1, DS4RT_GPU_FS1=16; docs/GPU.md "Merged launches"): at the real
+    width batches of 1..16 (one launch) must equal the batch of 17 (the two launches), and
+    hc_pre must match the CPU backend."""
+    r = run("--seed", "3", env={"DS4RT_GPU_HC_RMS_IN_MIX": "1", "DS4RT_GPU_FS1": "16"})
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and not [x for x in lines if x.startswith("FAIL")], r.stdout + r.stderr
     real = [x for x in lines if x.startswith("ok") and " hc_pre " in f" {x} " and "D=4096" in x]

@@ -894,9 +894,9 @@ int main(int argc, char **argv) {
     RUN("hc", test_hc(4, 72));
     RUN("hc", test_hc(3, 131));
     /* the real width (N = 4, D = 4096) and a partial last step: with DS4RT_GPU_HC_RMS_IN_MIX=1
-     * up to 16 tokens' HC mix forms the RMS scale inside the product (ds4rt_gk_matmul_rms_rows,
-     * mm_fs1_kernel), so "batches 1..17 == batch of 17" compares that launch with the two-launch
-     * path of 17 tokens; without it, mm_fs1_kernel (1..16 tokens) with mm_fs_kernel (17); with
+     * (and DS4RT_GPU_FS1=16) up to 16 tokens' HC mix forms the RMS scale inside the product
+     * (ds4rt_gk_matmul_rms_rows, mm_fs1_kernel), so "batches 1..17 == batch of 17" compares that
+     * launch with the two-launch path of 17 tokens; without it, mm_fs1_kernel with mm_fs_kernel; with
      * DS4RT_GPU_HC_PRE1=1 hc_pre of 1..16 tokens is one launch (gk_hc_pre1_kernel), compared with
      * the CPU and with the launches of 17 tokens likewise */
     RUN("hc", test_hc(4, 4096));
