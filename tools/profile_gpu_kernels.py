@@ -11,7 +11,8 @@ backend, read with Nsight Compute (docs/PERFORMANCE.md, "Where the GPU time goes
 pass of --n tokens (cuProfilerStart/Stop around it, so the load and the context are not in the
 report). `summarize` groups ncu's rows by kernel name: launches, total µs, read and written
 bytes, achieved GB/s, share of the pass; kernels run one at a time under ncu, so the sum is
-the pass's device time without launch gaps (the gap is the wall time minus this sum).
+the pass's device time without launch gaps (the gap is the wall time minus this sum). The
+JSON also lists the pass in launch order (`sequence`: kernel, µs, MB read).
 """
 
 from __future__ import annotations
@@ -99,7 +100,22 @@ def summarize(args) -> int:
                 "GBps": round(moved / (g["us"] * 1e3), 1) if g["us"] else 0.0,
             }
         )
-    out = {"launches": len(per_launch), "device_us": round(total_us, 1), "kernels": table}
+    # the pass in launch order (ncu numbers launches in issue order): which kernels sit next to
+    # each other on the chain, the first thing a merge of launches needs to know
+    sequence = [
+        [
+            names[key],
+            round(per_launch[key].get("gpu__time_duration.sum", 0.0), 2),
+            round(per_launch[key].get("dram__bytes_read.sum", 0.0) / 1e6, 3),
+        ]
+        for key in sorted(per_launch, key=lambda k: int(k) if k.isdigit() else k)
+    ]
+    out = {
+        "launches": len(per_launch),
+        "device_us": round(total_us, 1),
+        "kernels": table,
+        "sequence": sequence,
+    }
     print(f"{len(per_launch)} launches, {total_us:.1f} us of device time")
     print(f"{'kernel':48s} {'n':>4s} {'us':>9s} {'share':>6s} {'MB read':>9s} {'GB/s':>7s}")
     for t in table:
