@@ -610,7 +610,7 @@ __global__ void __launch_bounds__(GK_HP1_NT)
                       uint64_t fn_row_bytes, const float *__restrict__ scale, const float *__restrict__ base,
                       const float *__restrict__ norm, const float *__restrict__ X, float *__restrict__ xn,
                       float *__restrict__ post, float *__restrict__ comb) {
-    __shared__ uint16_t wsh[GK_HP1_R][GK_HP1_CE];
+    __shared__ uint4 wsh[GK_HP1_R][GK_HP1_CE / 8]; /* 16-bit weights, stored as 16-byte words */
     __shared__ float xsh[GK_HP1_CE];
     __shared__ double sh[GK_HP1_NT];
     __shared__ float lanes[GK_HP1_R][32];
@@ -651,13 +651,14 @@ __global__ void __launch_bounds__(GK_HP1_NT)
         const int64_t e0 = (int64_t)st * GK_HP1_CE;
         if (e0 < width) { /* uniform over the block */
             __syncthreads(); /* the previous step is consumed */
-            *(uint4 *)(void *)&wsh[wr][wc] = wv[st];
+            wsh[wr][wc / 8] = wv[st];
             xsh[tid] = gk_act<T>(xv[2 * st] * inv);
             xsh[GK_HP1_NT + tid] = gk_act<T>(xv[2 * st + 1] * inv);
             __syncthreads();
             if (wq < GK_HP1_R) { /* uniform over the warp: row wq's lane l, columns in order */
+                const uint16_t *w16 = (const uint16_t *)(const void *)wsh[wq];
                 const int nj = (int)((width - e0 < GK_HP1_CE ? width - e0 : GK_HP1_CE) / 32);
-                for (int j = 0; j < nj; j++) acc += GK_FMUL(gk_w16<T>(wsh[wq][l + 32 * j]), xsh[l + 32 * j]);
+                for (int j = 0; j < nj; j++) acc += GK_FMUL(gk_w16<T>(w16[l + 32 * j]), xsh[l + 32 * j]);
             }
         }
     }
