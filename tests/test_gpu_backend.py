@@ -407,6 +407,40 @@ def test_branches_are_bitwise(qu, tmp_path):
         assert np.array_equal(want, got), (graphs, side)
 
 
+# the forms that are off by default until a device has timed them (docs/GPU.md, "Merged
+# launches" and "Matrix products"), alone and together
+OFF_BY_DEFAULT = {
+    "fs1": {"DS4RT_GPU_FS1": "16"},
+    "hcrms": {"DS4RT_GPU_HC_RMS_IN_MIX": "1", "DS4RT_GPU_FS1": "16"},
+    "pre1": {"DS4RT_GPU_HC_PRE1": "1"},
+    "raw": {"DS4RT_GPU_RAW_FLOAT": "1"},
+    "qmrows": {"DS4RT_GPU_QM_MIN_ROWS": "4096"},
+    "stream": {"DS4RT_GPU_QT_STREAM": "4"},
+    "all": {
+        "DS4RT_GPU_FS1": "16",
+        "DS4RT_GPU_HC_RMS_IN_MIX": "1",
+        "DS4RT_GPU_HC_PRE1": "1",
+        "DS4RT_GPU_RAW_FLOAT": "1",
+        "DS4RT_GPU_QM_MIN_ROWS": "4096",
+        "DS4RT_GPU_QT_STREAM": "4",
+    },
+}
+
+
+@needs_every_op
+@pytest.mark.parametrize("form", sorted(OFF_BY_DEFAULT))
+def test_off_by_default_forms_are_bitwise(qu, tmp_path, form):
+    """Each form that waits behind a knob gives bitwise the default's logits over decode steps,
+    verify-sized passes and rollbacks, plainly and (where the build has graphs) from captured
+    graphs with programmatic dependent launch: a merged kernel that read its inputs before its
+    predecessor finished, or wrote a row of another batch size's bits, would show here."""
+    want = _run_passes(qu, tmp_path, f"{form}-ref", DS4RT_GPU_GRAPHS="0")
+    graphs = ("0",) if "gpu=hipcpu" in ds4rt.build_info() else ("0", "1")
+    for g in graphs:
+        got = _run_passes(qu, tmp_path, f"{form}-g{g}", DS4RT_GPU_GRAPHS=g, **OFF_BY_DEFAULT[form])
+        assert np.array_equal(want, got), (form, g)
+
+
 @needs_every_op
 def test_programmatic_dependent_launch_is_bitwise(qu, tmp_path):
     """Kernels launched with programmatic dependent launch (DS4RT_GPU_PDL=1 where the device has
