@@ -84,7 +84,8 @@ int ds4rt_gk_hc_pre_raw(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_t fn_typ
  * description): with DS4RT_GPU_HC_PRE1=1, up to 16 tokens of F16/BF16 mixes at most 16384
  * wide with N <= 4 streams take one launch (gk_hc_pre1_kernel: the HC RMS, the mixing product,
  * pre, post and xn; the raw comb logits for the Sinkhorn), the same bits as hc_mix then
- * hc_pre_finish; otherwise those launches. */
+ * hc_pre_finish; hc_head likewise (the same bits as hc_mix then hc_head_finish); otherwise
+ * those launches. */
 const char *ds4rt_gk_hc_forms(void);
 
 /* The whole hc_pre op on one stream: hc_mix then hc_pre_finish with the Sinkhorn (or the one

@@ -591,6 +591,8 @@ extern "C" int ds4rt_gk_hc_sinkhorn(const ds4rt_gk_hc_dims *dims, int64_t n, con
  * column order (the float product above: same bits). The block then writes its rows' post
  * coefficients and raw comb logits, and block 0, which holds the N <= GK_HP1_R pre rows, forms
  * pre and xn with gk_hc_pre_finish_kernel's partition (gk_hc_xn_held): nothing crosses blocks.
+ * HEAD: the HC head the same way (its N mix rows in block 0, then y = sum_h w_h X[h] with
+ * hc_head_finish's weights, which are pre's formula).
  * F16/BF16 weights (published files store the HC mixes as F16; F32 rows would not fit the
  * staging), N*D <= 16384 in whole 32-column periods, 16-byte aligned rows. The Sinkhorn stays a
  * kernel of its own (it needs all N*N logits, which span blocks). DS4RT_GPU_HC_PRE1=1 turns the
@@ -604,7 +606,7 @@ extern "C" int ds4rt_gk_hc_sinkhorn(const ds4rt_gk_hc_dims *dims, int64_t n, con
 static_assert(GK_HP1_NT == GK_RMS_PARTS, "one RMS partial a thread (gk_rms_inv's partition)");
 static_assert(GK_HP1_R * 256 * 8 == GK_HP1_R * GK_HP1_CE && GK_HP1_NT == GK_HP1_R * 256, "a uint4 of 8 weights a thread and step");
 
-template <unsigned T>
+template <unsigned T, bool HEAD>
 __global__ void __launch_bounds__(GK_HP1_NT)
     gk_hc_pre1_kernel(uint32_t N, uint32_t D, float hc_eps, float rms_eps, const uint8_t *__restrict__ fn,
                       uint64_t fn_row_bytes, const float *__restrict__ scale, const float *__restrict__ base,
@@ -618,7 +620,7 @@ __global__ void __launch_bounds__(GK_HP1_NT)
     __shared__ float pre[GK_HP1_R];
     const int tid = (int)threadIdx.x, l = tid % 32, wq = tid / 32;
     const int64_t t = blockIdx.y;
-    const uint32_t n_out = (2 + N) * N, NN = N * N, r0 = blockIdx.x * GK_HP1_R;
+    const uint32_t n_out = HEAD ? N : (2 + N) * N, NN = N * N, r0 = blockIdx.x * GK_HP1_R;
     const int64_t width = (int64_t)N * D;
     /* weights: row r0 + wr, elements wc .. wc + 7 of every step (before the wait: weights only) */
     const int wr = tid / 256, wc = (tid % 256) * 8;
@@ -675,6 +677,15 @@ __global__ void __launch_bounds__(GK_HP1_NT)
         else comb[t * NN + (r - 2 * N)] = m;
     }
     if (blockIdx.x != 0) return; /* uniform over the block */
+    if constexpr (HEAD) { /* the HC head: xn[t] = sum_h pre[h] X[t][h], h in order (hc_head_finish) */
+        __syncthreads(); /* pre */
+        for (uint32_t j = (uint32_t)tid; j < D; j += GK_HP1_NT) {
+            float a = 0.0f;
+            for (uint32_t h = 0; h < N; h++) a += GK_FMUL(pre[h], Xt[(int64_t)h * D + j]);
+            xn[t * (int64_t)D + j] = a;
+        }
+        return;
+    }
     const uint32_t first = DS4RT_WARP, mixers = GK_HP1_NT - first; /* N*N <= 16 fits a warp */
     gk_hc_xn_regs xr;
     gk_hc_xn_load(xr, first, mixers, N, D, norm, Xt);
@@ -693,8 +704,8 @@ static bool gk_hc_pre1_on(void) {
 }
 
 extern "C" const char *ds4rt_gk_hc_forms(void) {
-    return gk_hc_pre1_on() ? "HC pre one launch up to 16 tokens (DS4RT_GPU_HC_PRE1)"
-                           : "HC pre mix and finish (default)";
+    return gk_hc_pre1_on() ? "HC pre and head one launch up to 16 tokens (DS4RT_GPU_HC_PRE1)"
+                           : "HC pre and head mix and finish (default)";
 }
 static_assert(GK_HP1_MAX_N == 16, "ds4rt_gk_hc_forms says 16");
 
@@ -708,19 +719,21 @@ static bool gk_hc_pre1_takes(const ds4rt_gk_hc_dims *d, int64_t n, uint32_t fn_t
            (fn_row_bytes & 15) == 0 && fn_row_bytes >= (uint64_t)width * 2 && ((uintptr_t)d_X & 3) == 0;
 }
 
-static int gk_hc_pre1(const ds4rt_gk_hc_dims *d, int64_t n, uint32_t fn_type, const void *d_fn, uint64_t fn_row_bytes,
-                      const float *d_scale, const float *d_base, const float *d_norm, const float *d_X, float *d_xn,
-                      float *d_post, float *d_comb, hipStream_t s) {
-    const uint32_t n_out = (2 + d->n_hc) * d->n_hc;
+/* head: the HC head (N mix rows, d_xn = y; norm, post and comb unused) instead of hc_pre */
+static int gk_hc_pre1(const ds4rt_gk_hc_dims *d, int64_t n, bool head, uint32_t fn_type, const void *d_fn,
+                      uint64_t fn_row_bytes, const float *d_scale, const float *d_base, const float *d_norm,
+                      const float *d_X, float *d_xn, float *d_post, float *d_comb, hipStream_t s) {
+    const uint32_t n_out = head ? d->n_hc : (2 + d->n_hc) * d->n_hc;
     const dim3 grid((n_out + GK_HP1_R - 1) / GK_HP1_R, (unsigned)n);
     const uint8_t *fn = (const uint8_t *)d_fn;
-    if (fn_type == DS4RT_GK_TYPE_F16)
-        hipLaunchKernelGGL(gk_hc_pre1_kernel<DS4RT_GK_TYPE_F16>, grid, dim3(GK_HP1_NT), 0, s, d->n_hc, d->d, d->hc_eps,
-                           d->rms_eps, fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb);
-    else
-        hipLaunchKernelGGL(gk_hc_pre1_kernel<DS4RT_GK_TYPE_BF16>, grid, dim3(GK_HP1_NT), 0, s, d->n_hc, d->d, d->hc_eps,
-                           d->rms_eps, fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb);
-    return DS4RT_GK_LAUNCHED("hc_pre1");
+    typedef void (*pre1_fn)(uint32_t, uint32_t, float, float, const uint8_t *, uint64_t, const float *, const float *,
+                            const float *, const float *, float *, float *, float *);
+    const bool f16 = fn_type == DS4RT_GK_TYPE_F16;
+    const pre1_fn k = head ? (f16 ? gk_hc_pre1_kernel<DS4RT_GK_TYPE_F16, true> : gk_hc_pre1_kernel<DS4RT_GK_TYPE_BF16, true>)
+                           : (f16 ? gk_hc_pre1_kernel<DS4RT_GK_TYPE_F16, false> : gk_hc_pre1_kernel<DS4RT_GK_TYPE_BF16, false>);
+    hipLaunchKernelGGL(k, grid, dim3(GK_HP1_NT), 0, s, d->n_hc, d->d, d->hc_eps, d->rms_eps, fn, fn_row_bytes, d_scale,
+                       d_base, d_norm, d_X, d_xn, d_post, d_comb);
+    return ds4rt_gk_check(hipGetLastError(), head ? "launch hc_head1" : "launch hc_pre1");
 }
 
 /* hc_pre with (sinkhorn) or without the Sinkhorn */
@@ -736,8 +749,8 @@ static int hc_pre(const ds4rt_gk_hc_dims *dims, int64_t n, int sinkhorn, uint32_
     if (d_fn == NULL || !d_scale || !d_base || !d_X || !d_xn || !d_post || !d_comb)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_pre: a tensor is NULL");
     if (gk_hc_pre1_takes(dims, n, fn_type, d_fn, fn_row_bytes, d_X)) { /* one launch (+ the Sinkhorn) */
-        if ((st = gk_hc_pre1(dims, n, fn_type, d_fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post, d_comb,
-                             (hipStream_t)stream)) != DS4RT_GK_OK || !sinkhorn)
+        if ((st = gk_hc_pre1(dims, n, false, fn_type, d_fn, fn_row_bytes, d_scale, d_base, d_norm, d_X, d_xn, d_post,
+                             d_comb, (hipStream_t)stream)) != DS4RT_GK_OK || !sinkhorn)
             return st;
         return ds4rt_gk_hc_sinkhorn(dims, n, d_scale, d_base, d_comb, stream);
     }
@@ -846,6 +859,10 @@ extern "C" int ds4rt_gk_hc_head(const ds4rt_gk_hc_dims *dims, int64_t n, uint32_
     const size_t need = ds4rt_gk_hc_scratch_bytes(n, dims->n_hc, dims->d);
     if (d_scratch == NULL || scratch_bytes < need)
         return ds4rt_gk_fail(DS4RT_GK_ERR_ARGUMENT, "hc_head: scratch of %zu bytes < %zu", scratch_bytes, need);
+    if (d_fn != NULL && d_scale != NULL && d_base != NULL && d_X != NULL && d_y != NULL &&
+        gk_hc_pre1_takes(dims, n, fn_type, d_fn, fn_row_bytes, d_X)) /* one launch (DS4RT_GPU_HC_PRE1) */
+        return gk_hc_pre1(dims, n, true, fn_type, d_fn, fn_row_bytes, d_scale, d_base, NULL, d_X, d_y, NULL, NULL,
+                          (hipStream_t)stream);
     const size_t mix_bytes = gk_hc_mix_bytes(n, dims->n_hc);
     float *mix = (float *)d_scratch;
     if ((st = ds4rt_gk_hc_mix(dims, n, dims->n_hc, fn_type, d_fn, fn_row_bytes, d_X, mix,

@@ -77,14 +77,17 @@ def test_hc_pre_in_one_launch_matches(run):
     """hc_pre of up to 16 tokens in one launch (DS4RT_GPU_HC_PRE1=1: the HC RMS, the mixing
     product, pre, post and xn in gk_hc_pre1_kernel; docs/GPU.md "Merged launches"): at the real
     width every batch of 1..16 tokens (one launch) must equal the batch of 17 (the separate
-    launches) bitwise, and hc_pre must match the CPU backend."""
+    launches) bitwise, and hc_pre must match the CPU backend; the HC head likewise."""
     r = run("--seed", "5", env={"DS4RT_GPU_HC_PRE1": "1"})
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and not [x for x in lines if x.startswith("FAIL")], r.stdout + r.stderr
-    form = "info forms HC pre one launch up to 16 tokens"
+    form = "info forms HC pre and head one launch up to 16 tokens"
     assert any(x.startswith(form) for x in lines), lines[:3]
     real = [x for x in lines if x.startswith("ok") and x.split()[1] == "hc_pre" and "D=4096" in x]
     assert len(real) >= 9, r.stdout  # xn, post and comb of F32, F16 and BF16
     same = "batches 1..17 == batch of 17"
     batches = [x for x in lines if x.split()[:2] == ["ok", "hc_pre"] and same in x]
     assert len(batches) >= 3, r.stdout
+    # the HC head takes the same kernel: a row alone (one launch) == the row in a batch of 17
+    head = [x for x in lines if x.split()[:2] == ["ok", "hc_head"] and "alone == in batch" in x]
+    assert len(head) >= 12, r.stdout  # 4 shapes x F32, F16, BF16
