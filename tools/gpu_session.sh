@@ -11,8 +11,8 @@
 #
 # .big/big4.plan.json comes from tools/make_big_model.py, the llama.cpp tarball from
 # tools/make_peer_tarball.sh. E2E_SETTINGS replaces the knobs' A/B list (tools/gpu_kernel_ab.sh's
-# format). Budget: ~45 s build, up to 240 s tests, ~110 s A/B, ~70 s profiles, the rest (if 90 s are left) the
-# CPU peer; a second call can run it alone (python3 tools/bench_cpu_peer.py ..., as below).
+# format). Budget: ~45 s build, up to 240 s tests, ~110 s A/B, ~70 s profiles, the rest (if 90 s
+# are left) the CPU peer; a second call can run it alone (tools/bench_cpu_peer.py, as below).
 set -uo pipefail
 OUT=${OUT:?set OUT to the folder for the results}
 L=$OUT/log.txt
