@@ -117,6 +117,22 @@ template <unsigned T> __device__ __forceinline__ float gk_w16(uint16_t u) {
 
 __device__ __forceinline__ double gk_sigmoid_d(double x) { return 1.0 / (1.0 + exp(-x)); }
 
+/* The HC coefficients from a mix value m (float64, as the CPU, src/backend/cpu/cpu_hc.c): pre
+ * (and the head's weights), sigmoid(s0 m + b) + eps; post, 2 sigmoid(s1 m + b). One definition
+ * for hc_pre_finish, hc_head_finish and the one-launch form, so they give the same bits. */
+__device__ __forceinline__ float gk_hc_pre_coef(float s0, float m, float b, double eps) {
+    return (float)(gk_sigmoid_d((double)s0 * m + b) + eps);
+}
+__device__ __forceinline__ float gk_hc_post_coef(float s1, float m, float b) {
+    return (float)(2.0 * gk_sigmoid_d((double)s1 * m + b));
+}
+/* Element j of the HC head: sum_h w[h] X[h][j], h in order (X: N rows of D). */
+__device__ __forceinline__ float gk_hc_head_elem(const float *w, const float *X, uint32_t N, uint32_t D, uint32_t j) {
+    float acc = 0.0f;
+    for (uint32_t h = 0; h < N; h++) acc += GK_FMUL(w[h], X[(int64_t)h * D + j]);
+    return acc;
+}
+
 /* ---- block reductions (shared memory, fixed tree) --------------------------------------------- */
 
 /* gk_block_sum: hip/gk_internal.h */
@@ -518,8 +534,8 @@ __global__ void __launch_bounds__(GK_HCF_NT)
     gk_hc_xn_regs xr;
     if (held) gk_hc_xn_load(xr, first, mixers, N, D, norm, Xt);
     if ((uint32_t)tid < N) {
-        pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m[tid] + base[tid]) + eps);
-        post[t * N + tid] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m[N + tid] + base[N + tid]));
+        pre[tid] = gk_hc_pre_coef(scale[0], m[tid], base[tid], eps);
+        post[t * N + tid] = gk_hc_post_coef(scale[1], m[N + tid], base[N + tid]);
     }
     if (!sk || !by_warp) {
         if ((uint32_t)tid < NN) comb[t * NN + tid] = m[2 * N + tid];
@@ -672,18 +688,14 @@ __global__ void __launch_bounds__(GK_HP1_NT)
     if ((uint32_t)tid < GK_HP1_R && r0 + (uint32_t)tid < n_out) { /* gk_hc_pre_finish_kernel's formulas */
         const uint32_t r = r0 + (uint32_t)tid;
         const float m = mix[tid];
-        if (r < N) pre[tid] = (float)(gk_sigmoid_d((double)scale[0] * m + base[r]) + eps);
-        else if (r < 2 * N) post[t * N + (r - N)] = (float)(2.0 * gk_sigmoid_d((double)scale[1] * m + base[r]));
+        if (r < N) pre[tid] = gk_hc_pre_coef(scale[0], m, base[r], eps);
+        else if (r < 2 * N) post[t * N + (r - N)] = gk_hc_post_coef(scale[1], m, base[r]);
         else comb[t * NN + (r - 2 * N)] = m;
     }
     if (blockIdx.x != 0) return; /* uniform over the block */
     if constexpr (HEAD) { /* the HC head: xn[t] = sum_h pre[h] X[t][h], h in order (hc_head_finish) */
         __syncthreads(); /* pre */
-        for (uint32_t j = (uint32_t)tid; j < D; j += GK_HP1_NT) {
-            float a = 0.0f;
-            for (uint32_t h = 0; h < N; h++) a += GK_FMUL(pre[h], Xt[(int64_t)h * D + j]);
-            xn[t * (int64_t)D + j] = a;
-        }
+        for (uint32_t j = (uint32_t)tid; j < D; j += GK_HP1_NT) xn[t * (int64_t)D + j] = gk_hc_head_elem(pre, Xt, N, D, j);
         return;
     }
     const uint32_t first = DS4RT_WARP, mixers = GK_HP1_NT - first; /* N*N <= 16 fits a warp */
@@ -828,14 +840,11 @@ __global__ void __launch_bounds__(GK_EW_NT)
     const int64_t t = blockIdx.y;
     const int tid = (int)threadIdx.x;
     if ((uint32_t)tid < N)
-        wts[tid] = (float)(gk_sigmoid_d((double)scale[0] * mix[t * N + tid] + base[tid]) + (double)hc_eps);
+        wts[tid] = gk_hc_pre_coef(scale[0], mix[t * N + tid], base[tid], (double)hc_eps);
     __syncthreads();
     const int64_t j = (int64_t)blockIdx.x * GK_EW_NT + tid;
     if (j >= D) return;
-    const float *Xt = X + t * (int64_t)N * D;
-    float acc = 0.0f;
-    for (uint32_t h = 0; h < N; h++) acc += GK_FMUL(wts[h], Xt[(int64_t)h * D + j]);
-    y[t * (int64_t)D + j] = acc;
+    y[t * (int64_t)D + j] = gk_hc_head_elem(wts, X + t * (int64_t)N * D, N, D, (uint32_t)j);
 }
 
 extern "C" int ds4rt_gk_hc_head_finish(const ds4rt_gk_hc_dims *dims, int64_t n, const float *d_mix,
