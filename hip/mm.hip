@@ -1829,12 +1829,20 @@ static bool fs_takes(const ds4rt_gk_weight *w, int64_t n) {
 /* The most tokens whose products take mm_fs1_kernel, decided once: DS4RT_GPU_FS1 unset,
  * FS1_MAX_N; =N, N (at most 64; 1 is the form's first, one-token use); =0, never (mm_fs_kernel
  * then): an A/B knob, reported by ds4rt_gk_mm_forms(). */
+/* A knob's value as a count in [0, max]: -1 where it is set but not a whole number in that
+ * range (the caller keeps its default and says "not understood"), -2 where it is unset. */
+static long knob_count(const char *name, long max) {
+    const char *e = getenv(name);
+    if (e == NULL || *e == '\0') return -2;
+    char *end = NULL;
+    const long v = strtol(e, &end, 10);
+    return end != e && *end == '\0' && v >= 0 && v <= max ? v : -1;
+}
+
 static int64_t fs1_max_n(void) {
     static const int64_t n = [] {
-        const char *e = getenv("DS4RT_GPU_FS1");
-        if (e == NULL || *e == '\0') return (int64_t)FS1_MAX_N;
-        const long v = strtol(e, NULL, 10);
-        return (int64_t)(v < 0 ? 0 : v > 64 ? 64 : v);
+        const long v = knob_count("DS4RT_GPU_FS1", 64);
+        return (int64_t)(v >= 0 ? v : FS1_MAX_N);
     }();
     return n;
 }
@@ -2223,8 +2231,8 @@ extern "C" const char *ds4rt_gk_qm_reason(void) {
  * device of 132 SMs; an A/B knob until measured (docs/GPU.md, "Matrix products"). */
 extern "C" int64_t ds4rt_gk_qm_min_rows(void) {
     static const int64_t r = [] {
-        const char *e = getenv("DS4RT_GPU_QM_MIN_ROWS");
-        const long long v = e != NULL && e[0] != '\0' ? strtoll(e, NULL, 10) : 0;
+        const long v = knob_count("DS4RT_GPU_QM_MIN_ROWS", 1L << 30);
+        if (v == -1 && ds4rt_gk_qm_min_n() > 0) qm_why = "DS4RT_GPU_QM_MIN_ROWS not understood: 0 kept";
         return (int64_t)(v > 0 ? v : 0);
     }();
     return r;
@@ -2321,10 +2329,10 @@ static const qs_forms *qs_decided(void) {
         if (qs < 0) snprintf(stream, sizeof stream, "streamed by the resident blocks (DS4RT_GPU_QT_STREAM)");
         else if (qs == 0) snprintf(stream, sizeof stream, "one per block (default)");
         else snprintf(stream, sizeof stream, "streamed by %ld blocks (DS4RT_GPU_QT_STREAM)", qs);
-        const char *e4 = getenv("DS4RT_GPU_FS1");
-        char fs1[64];
+        const long k4 = knob_count("DS4RT_GPU_FS1", 64);
+        char fs1[80];
         snprintf(fs1, sizeof fs1, "mm_fs1 up to %lld token%s (%s)", (long long)fs1_max_n(), fs1_max_n() == 1 ? "" : "s",
-                 e4 != NULL && e4[0] != '\0' ? "DS4RT_GPU_FS1" : "default");
+                 k4 == -2 ? "default" : k4 == -1 ? "DS4RT_GPU_FS1 not understood" : "DS4RT_GPU_FS1");
         snprintf(r.text, sizeof r.text,
                  "experts: IQ2_XXS mm_qs %s (%s), Q2_K %s (%s), %s (%s); Q8_0 row groups %s; HC mixes %s",
                  r.iq2 == QS_NEW ? "new" : "old", n1,

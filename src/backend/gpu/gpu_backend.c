@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_internal.h"
 #include "gpu_ops.h"
@@ -115,13 +116,16 @@ static ds4rt_status gpu_create(int device, int n_threads, ds4rt_backend **out) {
 #ifdef DS4RT_GPU_HAVE_MM
     if (st == DS4RT_GK_OK) { /* decided once, before any capture (hip/mm.h), and reported with the device */
         const size_t used = strlen(g->device_name);
+        (void)ds4rt_gk_qm_min_rows(); /* decided first: a value not understood amends the reason */
+        const char *qm_note = ds4rt_gk_qm_reason(); /* "on", or why not quite */
+        const bool plain = strcmp(qm_note, "on") == 0;
         if (ds4rt_gk_qm_min_n() > 0 && ds4rt_gk_qm_min_rows() > 0)
             snprintf(g->device_name + used, sizeof g->device_name - used,
                      "; Q8_0 tensor cores from n=%lld (up to n=8 from %lld rows)", (long long)ds4rt_gk_qm_min_n(),
                      (long long)ds4rt_gk_qm_min_rows());
         else if (ds4rt_gk_qm_min_n() > 0)
-            snprintf(g->device_name + used, sizeof g->device_name - used, "; Q8_0 tensor cores from n=%lld",
-                     (long long)ds4rt_gk_qm_min_n());
+            snprintf(g->device_name + used, sizeof g->device_name - used, "; Q8_0 tensor cores from n=%lld%s%s%s",
+                     (long long)ds4rt_gk_qm_min_n(), plain ? "" : " (", plain ? "" : qm_note, plain ? "" : ")");
         else
             snprintf(g->device_name + used, sizeof g->device_name - used, "; Q8_0 tensor cores %s",
                      ds4rt_gk_qm_reason());
